@@ -1,0 +1,73 @@
+"""`tilefit gpus` and `tilefit models`: list what the catalogs know."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+
+from tilefit.cli.args import add_json_arg
+from tilefit.cli.output import print_json, table
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gpus", help="list GPUs and arch limits in the catalog")
+    add_json_arg(p)
+    p.add_argument("--sources", action="store_true", help="show where each figure comes from")
+    p.set_defaults(func=run_gpus)
+    p = sub.add_parser("models", help="list MoE model presets")
+    add_json_arg(p)
+    p.set_defaults(func=run_models)
+
+
+def run_gpus(args: argparse.Namespace) -> int:
+    from tilefit.hw.catalog import all_archs, all_gpus
+
+    gpus, archs = all_gpus(), all_archs()
+    if args.json:
+        print_json({
+            "archs": [{**asdict(a), "cc": list(a.cc)} for a in archs],
+            "gpus": [{"key": g.key, "name": g.name, "aliases": list(g.aliases), "arch": g.arch.name,
+                      "sm_count": g.sm_count, "memory_gb": g.memory_gb,
+                      "mem_bandwidth_gbps": g.mem_bandwidth_gbps,
+                      "smem_per_sm": g.arch.smem_per_sm, "smem_per_block_optin": g.arch.smem_per_block_optin,
+                      "regs_per_sm": g.arch.regs_per_sm, "max_threads_per_sm": g.arch.max_threads_per_sm,
+                      "tflops_dense": dict(g.tflops), "nvlink_gbps": g.nvlink_gbps, "pcie_gen": g.pcie_gen,
+                      "sources": dict(g.sources)} for g in gpus],
+        })
+        return 0
+    rows = [(g.key, g.arch.name, g.sm_count, g.arch.smem_per_block_optin, f"{g.mem_bandwidth_gbps:g}",
+             *(f"{g.peak_tflops(t):g}" if g.peak_tflops(t) else "-" for t in ("bf16", "fp8", "fp4")),
+             g.name) for g in gpus]
+    print(table(["gpu", "arch", "SMs", "smem/block", "GB/s", "bf16 TF", "fp8 TF", "fp4 TF", "name"], rows,
+                align="llrrrrrrl"))
+    print()
+    rows = [(a.name, f"{a.cc[0]}.{a.cc[1]}", a.smem_per_sm, a.smem_per_block_optin, a.regs_per_sm,
+             a.max_threads_per_sm) for a in archs]
+    print(table(["arch", "cc", "smem/SM", "smem/block (opt-in)", "regs/SM", "threads/SM"], rows))
+    if args.sources:
+        print()
+        for g in gpus:
+            for fig, src in g.sources:
+                print(f"{g.key} {fig}: {src}")
+        for a in archs:
+            print(f"{a.name}: " + "; ".join(a.sources))
+    return 0
+
+
+def run_models(args: argparse.Namespace) -> int:
+    from tilefit.models.catalog import all_presets, preset_aliases
+
+    models = all_presets()
+    if args.json:
+        print_json([{"name": m.name, "aliases": preset_aliases(m.name), "hidden_size": m.hidden_size,
+                     "expert_width": m.expert_width, "num_experts": m.num_experts, "top_k": m.top_k,
+                     "moe_layers": m.moe_layers, "num_layers": m.num_layers,
+                     "shared_expert_width": m.shared_expert_width, "weight_dtype": m.weight_dtype,
+                     "source": m.source} for m in models])
+        return 0
+    rows = [(m.name, m.hidden_size, m.expert_width, m.num_experts, m.top_k, f"{m.moe_layers}/{m.num_layers}",
+             m.shared_expert_width or "-", m.weight_dtype, ", ".join(preset_aliases(m.name)) or "-")
+            for m in models]
+    print(table(["model", "H", "I", "E", "top-k", "MoE layers", "shared I", "weights", "aliases"], rows,
+                align="lrrrrrrll"))
+    return 0

@@ -1,0 +1,109 @@
+"""`tilefit plan`: the per-GPU grouped GEMMs a model gets under a TP/EP layout."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.cli.output import human_bytes, print_json, table
+
+DEFAULT_BATCHES = (1, 64, 1024)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="per-GPU expert GEMMs of a model under a TP/EP layout",
+                       description="Per-GPU grouped GEMMs of one MoE layer under a TP/EP layout, "
+                                   "weight bytes, and token assignments per batch size.")
+    p.add_argument("--model", required=True, metavar="M",
+                   help="preset name (see `tilefit models`) or a config.json file/directory")
+    p.add_argument("--gpu", metavar="NAME",
+                   help="GPU name (see `tilefit gpus`); defaults to the local GPU when one is present")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor parallelism inside each expert")
+    p.add_argument("--ep", type=positive_int, default=1, help="expert parallelism (experts split over GPUs)")
+    p.add_argument("--dp", type=positive_int, default=1, help="attention data parallelism (recorded only)")
+    p.add_argument("--batch", type=int_list, default=DEFAULT_BATCHES, metavar="B,B,...",
+                   help="tokens entering the MoE layer (default: %(default)s)")
+    add_json_arg(p)
+    p.set_defaults(func=run)
+
+
+def plan_data(model_spec: str, gpu_name: str | None, tp: int, ep: int, dp: int,
+              batches: tuple[int, ...]) -> dict[str, Any]:
+    from tilefit.hw.catalog import resolve_target
+    from tilefit.layout import Layout, plan_layer, routing_stats
+    from tilefit.models import load_model
+
+    model = load_model(model_spec)
+    layout = Layout(tp=tp, ep=ep, dp=dp)
+    gpu, _ = resolve_target(gpu_name, None, required=False)
+    plan = plan_layer(model, layout)
+    stats = [routing_stats(b, model.num_experts, model.top_k, layout.ep) for b in batches]
+    data: dict[str, Any] = {
+        "model": {
+            "name": model.name, "hidden_size": model.hidden_size, "expert_width": model.expert_width,
+            "num_experts": model.num_experts, "top_k": model.top_k, "moe_layers": model.moe_layers,
+            "num_layers": model.num_layers, "shared_experts": model.shared_experts,
+            "shared_expert_width": model.shared_expert_width, "weight_dtype": model.weight_dtype,
+            "source": model.source,
+        },
+        "layout": {"tp": layout.tp, "ep": layout.ep, "dp": layout.dp, "gpus": layout.gpus,
+                   "label": layout.label()},
+        "gpu": None if gpu is None else {"key": gpu.key, "name": gpu.name, "arch": gpu.arch.name,
+                                         "memory_gb": gpu.memory_gb},
+        "local_experts": plan.local_experts,
+        "gemms": [{"name": g.name, "n": g.n, "k": g.k, "local_experts": g.groups,
+                   "weight_bytes": g.weight_bytes} for g in plan.gemms],
+        "weight_bytes_per_layer": plan.weight_bytes_per_layer,
+        "weight_bytes_all_moe_layers": plan.weight_bytes_all_layers,
+        "batches": [{
+            "batch": s.batch,
+            "assignments_per_gpu_mean": s.assignments_per_gpu_mean,
+            "assignments_per_gpu_p99": s.assignments_per_gpu_p99,
+            "tokens_per_expert_mean": s.tokens_per_expert_mean,
+            "tokens_per_expert_max_mean": s.tokens_per_expert_max_mean,
+            "tokens_per_expert_p99": s.tokens_per_expert_p99,
+            "active_experts_per_gpu_mean": s.active_experts_per_gpu_mean,
+        } for s in stats],
+        "routing": "uniform random top-k; " + (stats[0].method if stats else ""),
+    }
+    return data
+
+
+def render(d: dict[str, Any]) -> str:
+    m, lay = d["model"], d["layout"]
+    head = (f"{m['name']}: H={m['hidden_size']} I={m['expert_width']} E={m['num_experts']} "
+            f"top-{m['top_k']} {m['weight_dtype']}, {m['moe_layers']} of {m['num_layers']} layers MoE"
+            + (f", shared expert width {m['shared_expert_width']}" if m["shared_expert_width"] else ""))
+    where = f" on {d['gpu']['name']} ({d['gpu']['arch']})" if d["gpu"] else ""
+    lines = [head, f"layout {lay['label']} ({lay['gpus']} GPUs for the MoE layers){where}: "
+                   f"{d['local_experts']} local experts per GPU", ""]
+    rows = [(g["name"], g["local_experts"], g["n"], g["k"], human_bytes(g["weight_bytes"]))
+            for g in d["gemms"]]
+    lines.append(table(["gemm", "groups", "N", "K", "weights/GPU"], rows, align="lrrrr"))
+    total = (f"expert weights per GPU: {human_bytes(d['weight_bytes_per_layer'])} per layer, "
+             f"{human_bytes(d['weight_bytes_all_moe_layers'])} for all {m['moe_layers']} MoE layers")
+    if d["gpu"]:
+        share = d["weight_bytes_all_moe_layers"] / (d["gpu"]["memory_gb"] * 1e9)
+        total += f" ({share:.0%} of {d['gpu']['memory_gb']:g} GB)"
+        if share > 1:
+            total += "\nthe expert weights alone exceed GPU memory: use a quantized variant or more GPUs"
+    lines += ["", total, ""]
+    rows = [(b["batch"], f"{b['assignments_per_gpu_mean']:.1f}", b["assignments_per_gpu_p99"],
+             f"{b['tokens_per_expert_mean']:.2f}", f"{b['tokens_per_expert_max_mean']:.1f}",
+             b["tokens_per_expert_p99"], f"{b['active_experts_per_gpu_mean']:.1f}")
+            for b in d["batches"]]
+    lines.append(table(["batch", "rows/GPU mean", "busiest GPU p99", "rows/expert mean",
+                        "busiest expert mean", "busiest expert p99", "active experts/GPU"], rows,
+                       align="rrrrrrr"))
+    lines.append(f"routing: {d['routing']}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    d = plan_data(args.model, args.gpu, args.tp, args.ep, args.dp, args.batch)
+    if args.json:
+        print_json(d)
+    else:
+        print(render(d))
+    return 0

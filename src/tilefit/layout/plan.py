@@ -1,0 +1,114 @@
+"""Per-GPU expert GEMMs of one MoE layer under a TP/EP layout.
+
+Shapes (H = hidden, I = expert width, E = experts, T_e = tokens routed to expert e):
+  gemm1 (gate+up fused): [T_e, H] x [H, 2*I/tp]   n = 2*I/tp, k = H
+  gemm2 (down):          [T_e, I/tp] x [I/tp, H]  n = H,      k = I/tp
+`tp` shards every expert's width, `ep` splits the expert set: a layout uses tp * ep GPUs for the
+MoE layers and each GPU holds E/ep experts. Attention DP does not change the expert GEMMs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tilefit.errors import UsageError
+from tilefit.models.types import MoEModel
+
+MAX_PARALLEL = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    tp: int = 1
+    ep: int = 1
+    dp: int = 1  # attention data parallelism; recorded, does not change the expert GEMMs
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "ep", "dp"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_PARALLEL:
+                raise UsageError(f"--{name} must be an integer in 1..{MAX_PARALLEL}, got {v!r}")
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the MoE layers span."""
+        return self.tp * self.ep
+
+    def label(self) -> str:
+        if self.tp > 1 and self.ep > 1:
+            return f"TP{self.tp}xEP{self.ep}"
+        if self.ep > 1:
+            return f"EP{self.ep}"
+        return f"TP{self.tp}"
+
+
+@dataclass(frozen=True, slots=True)
+class GemmShape:
+    """One grouped GEMM on one GPU: `groups` matrices [n, k] (weights), multiplied by [T_g, k]."""
+
+    name: str  # "gemm1" | "gemm2" | "shared.gemm1" | "shared.gemm2"
+    n: int
+    k: int
+    groups: int  # local experts (1 for the shared expert's dense GEMM)
+    weight_bytes: int  # all groups, scales included
+
+    @property
+    def flops_per_token(self) -> int:
+        return 2 * self.n * self.k
+
+
+@dataclass(frozen=True, slots=True)
+class LayerPlan:
+    model: MoEModel
+    layout: Layout
+    local_experts: int
+    gemms: tuple[GemmShape, ...]  # routed first, then shared
+
+    @property
+    def routed(self) -> tuple[GemmShape, ...]:
+        return tuple(g for g in self.gemms if not g.name.startswith("shared"))
+
+    @property
+    def weight_bytes_per_layer(self) -> int:
+        return sum(g.weight_bytes for g in self.gemms)
+
+    @property
+    def weight_bytes_all_layers(self) -> int:
+        return self.weight_bytes_per_layer * self.model.moe_layers
+
+
+def plan_layer(model: MoEModel, layout: Layout) -> LayerPlan:
+    """The GEMMs of one MoE layer on one GPU; errors say which divisibility fails and what divides."""
+    h, i, e = model.hidden_size, model.expert_width, model.num_experts
+    if i % layout.tp:
+        raise UsageError(f"--tp {layout.tp} does not divide {model.name}'s expert width {i}; "
+                         f"choose tp from {_divisors(i)}")
+    if e % layout.ep:
+        raise UsageError(f"--ep {layout.ep} does not divide {model.name}'s {e} experts; "
+                         f"choose ep from {_divisors(e)}")
+    w = model.weights
+    i_tp = i // layout.tp
+    if w.k_multiple > 1 and i_tp % w.k_multiple:
+        raise UsageError(f"--tp {layout.tp} leaves an expert width of {i_tp}, not a multiple of the "
+                         f"{w.name} scale block {w.k_multiple}; use a smaller tp")
+    local = e // layout.ep
+    gemms = [
+        GemmShape("gemm1", 2 * i_tp, h, local, local * w.matrix_bytes(2 * i_tp, h)),
+        GemmShape("gemm2", h, i_tp, local, local * w.matrix_bytes(h, i_tp)),
+    ]
+    if model.shared_expert_width:
+        # Shared experts run as a dense MLP on every token, sharded like the routed experts' width.
+        s = model.shared_expert_width
+        if s % layout.tp:
+            raise UsageError(f"--tp {layout.tp} does not divide the shared expert width {s}")
+        s_tp = s // layout.tp
+        gemms += [
+            GemmShape("shared.gemm1", 2 * s_tp, h, 1, w.matrix_bytes(2 * s_tp, h)),
+            GemmShape("shared.gemm2", h, s_tp, 1, w.matrix_bytes(h, s_tp)),
+        ]
+    return LayerPlan(model, layout, local, tuple(gemms))
+
+
+def _divisors(n: int) -> str:
+    ds = [d for d in (1, 2, 4, 8, 16, 32, 64) if n % d == 0]
+    return ", ".join(map(str, ds))

@@ -1,0 +1,207 @@
+"""Hugging Face config.json -> MoEModel, following the field-name rules of FACTS.md section 2.
+
+A config is only ever parsed as JSON (no code, no network). Multimodal wrappers keep the language
+model under `text_config`; DBRX keeps its MoE fields under `ffn_config`. Quantization comes from
+`quantization_config` in config.json and/or `hf_quant_config.json` beside it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tilefit.errors import UsageError
+from tilefit.models.types import BF16, FP8, FP8_BLOCK, FP16, MXFP4, NVFP4, MoEModel, WeightFormat
+
+EXPERT_FIELDS = ("num_local_experts", "n_routed_experts", "moe_num_experts", "num_experts",
+                 "ffn_config.moe_num_experts")
+TOPK_FIELDS = ("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_top_k",
+               "ffn_config.moe_top_k")
+WIDTH_FIELDS = ("moe_intermediate_size", "intermediate_size", "ffn_config.ffn_hidden_size")
+HIDDEN_FIELDS = ("hidden_size", "d_model", "n_embd")
+LAYER_FIELDS = ("num_hidden_layers", "n_layers", "num_layers", "n_layer")
+
+MAX_DIM = 1_000_000  # no real model comes near; larger values are a typo or a hostile file
+
+
+def _get(cfg: dict[str, Any], dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _first(cfg: dict[str, Any], fields: tuple[str, ...]) -> tuple[str, Any] | tuple[None, None]:
+    for f in fields:
+        v = _get(cfg, f)
+        if v is not None:
+            return f, v
+    return None, None
+
+
+def _positive_int(where: str, field: str, value: Any, *, maximum: int = MAX_DIM) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+        raise UsageError(f"{where}: {field} = {value!r} is not an integer")
+    if not 0 < value <= maximum:
+        raise UsageError(f"{where}: {field} = {value} is out of range (expected 1..{maximum:,})")
+    return int(value)
+
+
+def language_config(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The dict that holds the language model's fields (top level, or `text_config`)."""
+    text = cfg.get("text_config")
+    if isinstance(text, dict) and _first(cfg, EXPERT_FIELDS)[0] is None:
+        return text
+    return cfg
+
+
+def weight_format(cfg: dict[str, Any], quant: dict[str, Any] | None, where: str) -> WeightFormat:
+    """Weight format from config.json's quantization_config and an hf_quant_config.json's contents."""
+    if quant:
+        q = quant.get("quantization", quant)
+        algo = str(q.get("quant_algo", "")).upper()
+        if algo == "NVFP4":
+            return NVFP4
+        if algo == "FP8":
+            return FP8
+        if algo == "MXFP4":
+            return MXFP4
+        if algo:
+            raise UsageError(f"{where}: hf_quant_config quant_algo {algo!r} is not supported "
+                             f"(known: NVFP4, FP8, MXFP4)")
+    qc = cfg.get("quantization_config")
+    if isinstance(qc, dict):
+        method = str(qc.get("quant_method", "")).lower()
+        algo = str(qc.get("quant_algo", "")).upper()
+        if method == "fp8":
+            block = qc.get("weight_block_size")
+            if block is None:
+                return FP8
+            if list(block) != [128, 128]:
+                raise UsageError(f"{where}: fp8 weight_block_size {block} is not supported (only [128, 128])")
+            return FP8_BLOCK
+        if method == "mxfp4":
+            return MXFP4
+        if method == "modelopt" or algo:
+            if algo == "NVFP4":
+                return NVFP4
+            if algo == "FP8":
+                return FP8
+        if method == "compressed-tensors":
+            fmt = str(qc.get("format", "")).lower()
+            if "nvfp4" in fmt:
+                return NVFP4
+            if "float" in fmt or "fp8" in fmt:
+                return FP8
+        raise UsageError(f"{where}: quantization_config quant_method {method!r} is not supported "
+                         f"(known: fp8, mxfp4, modelopt NVFP4/FP8, compressed-tensors)")
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").lower()
+    return {"float16": FP16, "half": FP16, "fp16": FP16}.get(dtype, BF16)
+
+
+def moe_layer_count(lm: dict[str, Any], num_layers: int, where: str) -> int:
+    """Which decoder layers are MoE, by each family's rule."""
+    if isinstance(lm.get("moe_layers"), list):  # explicit list (Llama-4 in newer transformers)
+        return len([i for i in lm["moe_layers"] if isinstance(i, int) and 0 <= i < num_layers])
+    if lm.get("first_k_dense_replace") is not None:  # DeepSeek / GLM / Kimi
+        k = int(lm["first_k_dense_replace"])
+        freq = int(lm.get("moe_layer_freq") or 1)
+        return len([i for i in range(k, num_layers) if i % freq == 0])
+    if lm.get("interleave_moe_layer_step") is not None:  # Llama-4: every step-th layer
+        step = _positive_int(where, "interleave_moe_layer_step", lm["interleave_moe_layer_step"])
+        return len(range(step - 1, num_layers, step))
+    if lm.get("decoder_sparse_step") is not None or lm.get("mlp_only_layers") is not None:  # Qwen MoE
+        step = int(lm.get("decoder_sparse_step") or 1)
+        dense = set(lm.get("mlp_only_layers") or [])
+        return len([i for i in range(num_layers) if i not in dense and (i + 1) % step == 0])
+    return num_layers  # Mixtral, gpt-oss, MiniMax, DBRX: every layer is MoE
+
+
+def shared_expert_width(lm: dict[str, Any], width: int) -> tuple[int, int]:
+    """(number of shared experts, total shared MLP width)."""
+    if lm.get("n_shared_experts"):
+        n = int(lm["n_shared_experts"])
+        return n, n * width
+    if lm.get("shared_expert_intermediate_size"):
+        return 1, int(lm["shared_expert_intermediate_size"])
+    if str(lm.get("model_type", "")).startswith("llama4"):
+        return 1, width  # Llama-4: one implicit shared expert of the routed experts' width
+    return 0, 0
+
+
+def from_config(cfg: Any, *, name: str, source: str, quant: dict[str, Any] | None = None) -> MoEModel:
+    """Build a MoEModel from a parsed config.json dict; UsageError names the field at fault."""
+    where = source
+    if not isinstance(cfg, dict):
+        raise UsageError(f"{where}: expected a JSON object (a Hugging Face config.json)")
+    lm = language_config(cfg)
+    e_field, experts = _first(lm, EXPERT_FIELDS)
+    if e_field is None or experts in (0, 1):
+        raise UsageError(f"{where}: not an MoE model (none of {', '.join(EXPERT_FIELDS)} is set above 1)")
+    num_experts = _positive_int(where, e_field, experts)
+    k_field, top_k = _first(lm, TOPK_FIELDS)
+    if k_field is None:
+        raise UsageError(f"{where}: MoE model without a top-k field (one of {', '.join(TOPK_FIELDS)})")
+    top_k = _positive_int(where, k_field, top_k, maximum=num_experts)
+    w_field, width = _first(lm, WIDTH_FIELDS)
+    h_field, hidden = _first(lm, HIDDEN_FIELDS)
+    l_field, layers = _first(lm, LAYER_FIELDS)
+    for field, value, fields in ((w_field, width, WIDTH_FIELDS), (h_field, hidden, HIDDEN_FIELDS),
+                                 (l_field, layers, LAYER_FIELDS)):
+        if field is None:
+            raise UsageError(f"{where}: missing field (one of {', '.join(fields)})")
+    width = _positive_int(where, w_field, width)
+    hidden = _positive_int(where, h_field, hidden)
+    layers = _positive_int(where, l_field, layers, maximum=100_000)
+    moe_layers = moe_layer_count(lm, layers, where)
+    if moe_layers == 0:
+        raise UsageError(f"{where}: the layer fields leave no MoE layer out of {layers}")
+    n_shared, shared_width = shared_expert_width(lm, width)
+    # quantization_config may sit at the top level of a multimodal wrapper
+    fmt_source = cfg if "quantization_config" in cfg else lm
+    return MoEModel(
+        name=name,
+        hidden_size=hidden,
+        expert_width=width,
+        num_experts=num_experts,
+        top_k=top_k,
+        num_layers=layers,
+        moe_layers=moe_layers,
+        shared_experts=n_shared,
+        shared_expert_width=shared_width,
+        weights=weight_format(fmt_source, quant, where),
+        source=source,
+    )
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{path} is not a text file (expected a Hugging Face config.json)") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{path} is not valid JSON (line {e.lineno}: {e.msg})") from None
+
+
+def load_config_path(path: Path) -> MoEModel:
+    """Load a config.json file, or a directory holding one (and maybe hf_quant_config.json)."""
+    if path.is_dir():
+        directory, config_file = path, path / "config.json"
+        if not config_file.is_file():
+            raise UsageError(f"{path} has no config.json")
+    else:
+        directory, config_file = path.parent, path
+    cfg = _read_json(config_file)
+    quant_file = directory / "hf_quant_config.json"
+    quant = _read_json(quant_file) if quant_file.is_file() else None
+    if quant is not None and not isinstance(quant, dict):
+        raise UsageError(f"{quant_file}: expected a JSON object")
+    name = (cfg.get("_name_or_path") if isinstance(cfg, dict) else None) or directory.name or config_file.stem
+    return from_config(cfg, name=str(name), source=str(config_file), quant=quant)

@@ -1,0 +1,81 @@
+"""Shared test setup: the one `gpu` marker's skip logic, and a CLI runner."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def _cuda_available() -> tuple[bool, str]:
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed"
+    if not torch.cuda.is_available():
+        return False, "no CUDA GPU on this machine (CI has none; run through the GPU machine)"
+    return True, ""
+
+
+def pytest_collection_modifyitems(config, items):
+    if not any("gpu" in item.keywords for item in items):
+        return
+    ok, why = _cuda_available()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=why)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def cli():
+    """Run `tilefit ARGS` in-process and capture exit code, stdout and stderr."""
+    from tilefit.cli.main import main
+
+    def run(*args: str) -> CliResult:
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse errors
+                code = e.code if isinstance(e.code, int) else 2
+        return CliResult(code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+@pytest.fixture
+def update_golden() -> bool:
+    return os.environ.get("TILEFIT_UPDATE_GOLDEN") == "1"
+
+
+def check_golden(name: str, text: str) -> None:
+    """Compare `text` with tests/golden/<name>; TILEFIT_UPDATE_GOLDEN=1 rewrites it."""
+    path = GOLDEN / name
+    if os.environ.get("TILEFIT_UPDATE_GOLDEN") == "1" or not path.exists():
+        if os.environ.get("CI"):
+            assert path.exists(), f"golden file {path} is missing"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8"), f"output differs from {path} (TILEFIT_UPDATE_GOLDEN=1 to accept)"
