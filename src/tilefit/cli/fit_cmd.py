@@ -1,0 +1,162 @@
+"""`tilefit fit`: the shared memory every config of a kernel family needs on an arch, and why a
+config does not fit. Talks only to the family protocol (kernels/base.py) through the registry."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from tilefit.cli.args import add_json_arg, add_target_args
+from tilefit.cli.output import info, print_json, table
+
+SHOW_LIMIT = 40  # rows shown without --all when a space is larger than this
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from tilefit.kernels.registry import FAMILIES
+
+    p = sub.add_parser("fit", help="shared memory each kernel config needs, and whether it fits",
+                       description="Judge a kernel family's configs against an arch's shared-memory limit. "
+                                   "Families: " + "; ".join(f"{k}: {v[1]}" for k, v in FAMILIES.items()))
+    p.add_argument("--family", required=True, metavar="NAME", help=", ".join(FAMILIES))
+    add_target_args(p)
+    p.add_argument("--dtype", help="data type (default: the family's first on this arch)")
+    p.add_argument("--config", action="append", metavar="CFG",
+                   help="one config to judge (repeatable); triton-moe: BM,BN,BK,GM,warps,stages; "
+                        "flashinfer-cutlass: a tile such as 128x256x128 (see the family's syntax)")
+    p.add_argument("--all", action="store_true", help="list every config, not only a summary and failures")
+    p.add_argument("--verify", action="store_true",
+                   help="compile the shown configs with the family's oracle and compare with the model")
+    p.add_argument("--flashinfer", metavar="VERSION", help="FlashInfer version whose tactics to judge")
+    p.add_argument("--gemm", choices=("gemm1", "gemm2"), help="only this GEMM's tactics (CUTLASS family)")
+    p.add_argument("--emit-blocklist", action="store_true",
+                   help="print the tactics predicted to fail in the engine's blocklist format")
+    add_json_arg(p)
+    p.set_defaults(func=run)
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    opts: dict[str, Any] = {}
+    if args.flashinfer:
+        opts["flashinfer"] = args.flashinfer
+    if args.gemm:
+        opts["gemm"] = args.gemm
+    return opts
+
+
+def _row(v: Any, dtype: str, gpu: Any) -> dict[str, Any]:
+    fp = v.footprint
+    return {
+        "config": v.config.as_dict(),
+        "label": v.config.label(),
+        "arch": v.arch.name,
+        "gpu": gpu.key if gpu else None,
+        "dtype": dtype,
+        "smem_bytes": fp.total if fp else None,
+        "limit_bytes": v.limit,
+        "margin_bytes": v.margin,
+        "fits": v.fits,
+        "status": v.status,
+        "reason": v.reason,
+        "stages": fp.stages if fp else None,
+        "terms": [{"name": t.name, "bytes": t.bytes, "detail": t.detail} for t in fp.terms] if fp else [],
+        "source": fp.source if fp else "catalog",
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from tilefit.errors import UsageError
+    from tilefit.hw.catalog import resolve_target
+    from tilefit.kernels.registry import get_family
+
+    family = get_family(args.family)
+    gpu, arch = resolve_target(args.gpu, args.arch)
+    supported = list(family.dtypes(arch))
+    if not supported:
+        raise UsageError(f"{family.name} has no kernels for {arch.name}")
+    dtype = args.dtype or supported[0]
+    if dtype not in supported:
+        raise UsageError(f"{family.name} does not support dtype {dtype!r} on {arch.name}; "
+                         f"choose from {', '.join(supported)}")
+    options = _options(args)
+    if options and family.name != "flashinfer-cutlass":
+        raise UsageError(f"--{'/--'.join(options)} applies to --family flashinfer-cutlass only")
+    if args.config:
+        configs = [family.parse_config(text, dtype, **options) for text in args.config]
+    else:
+        configs = list(family.configs(arch, dtype, **options))
+    verdicts = [family.verdict(c, arch, dtype, **options) for c in configs]
+
+    if args.emit_blocklist:
+        if not hasattr(family, "blocklist"):
+            raise UsageError(f"{family.name} has no engine blocklist; --emit-blocklist applies to "
+                             f"flashinfer-cutlass")
+        print(family.blocklist(verdicts))
+        return 0
+
+    shown = verdicts if (args.all or args.config or args.json or len(verdicts) <= SHOW_LIMIT) \
+        else [v for v in verdicts if not v.fits][:SHOW_LIMIT]
+    rows = [_row(v, dtype, gpu) for v in shown]
+    disagreements = 0
+    if args.verify:
+        if len(shown) > 64:
+            info(f"verifying {len(shown)} configs with the compiler; this can take a while")
+        checks = family.verify([v.config for v in shown if v.footprint], arch, dtype, **options)
+        by_label = {c.config.label(): c for c in checks}
+        for row in rows:
+            c = by_label.get(row["label"])
+            if c is None:
+                continue
+            row["model_bytes"] = c.model_bytes
+            row["oracle_bytes"] = c.oracle_bytes
+            row["oracle"] = c.oracle
+            row["source"] = "oracle"
+            row["agrees"] = c.agrees
+            disagreements += not c.agrees
+
+    if args.json:
+        print_json(rows)
+    else:
+        print(_render(family, arch, gpu, dtype, verdicts, rows, args))
+    if disagreements:
+        print(f"tilefit: {disagreements} config(s) where the model and the oracle disagree: "
+              f"this is a bug in the model, please report it", file=sys.stderr)
+        return 1
+    if args.config and any(not v.fits for v in verdicts):
+        return 1
+    return 0
+
+
+def _render(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list, rows: list[dict], args) -> str:
+    target = f"{gpu.name} ({arch.name})" if gpu else arch.name
+    fits = sum(v.fits for v in verdicts)
+    lines = [f"{family.name} {dtype} on {target}: limit {arch.smem_per_block_optin:,} B per block; "
+             f"{len(verdicts)} config(s), {fits} fit, {len(verdicts) - fits} do not"]
+    if hasattr(family, "summary"):
+        lines += family.summary(verdicts)
+    lines.append("")
+    verify = any("oracle_bytes" in r for r in rows)
+    headers = ["config", "stages", "smem B", "limit B", "margin B", "verdict", "why"]
+    if verify:
+        headers[3:3] = ["oracle B"]
+    body = []
+    for r in rows:
+        top = max(r["terms"], key=lambda t: t["bytes"]) if r["terms"] else None
+        why = r["reason"] if r["status"] != "fits" else (f"largest: {top['name']} {top['bytes']:,} B" if top else "")
+        cells = [r["label"], r["stages"], r["smem_bytes"], r["limit_bytes"], r["margin_bytes"],
+                 _verdict_word(r), why]
+        if verify:
+            cells[3:3] = [r.get("oracle_bytes")]
+        body.append(cells)
+    lines.append(table(headers, body, align="lrrr" + ("r" if verify else "") + "rll"))
+    hidden = len(verdicts) - len(rows)
+    if hidden > 0:
+        lines.append(f"... {hidden} more config(s) not shown (fitting ones and any past {SHOW_LIMIT}); "
+                     f"--all lists every one, --json gives all as data")
+    return "\n".join(lines)
+
+
+def _verdict_word(r: dict) -> str:
+    return {"fits": "fits", "exceeds-smem": "EXCEEDS", "no-dispatch": "NO DISPATCH",
+            "unsupported": "UNSUPPORTED"}.get(r["status"], r["status"])
