@@ -1,0 +1,116 @@
+"""The fused-MoE kernel's config (the six keys vLLM and SGLang store) and the grids tuners sweep.
+
+A config is a frozen value; `as_dict()` gives exactly the engines' JSON keys. The grids are the ones
+vLLM's benchmark_moe.py and SGLang's tuner enumerate (FACTS.md section 5); fp8 with 128x128 block
+scales keeps only BLOCK_SIZE_N and BLOCK_SIZE_K that are multiples of the 128-wide scale block.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from tilefit.errors import UsageError
+
+# The sweep every engine tuner runs (FACTS.md section 5).
+GRID: dict[str, tuple[int, ...]] = {
+    "BLOCK_SIZE_M": (16, 32, 64, 128, 256),
+    "BLOCK_SIZE_N": (32, 64, 128, 256),
+    "BLOCK_SIZE_K": (64, 128, 256),
+    "GROUP_SIZE_M": (1, 16, 32, 64),
+    "num_warps": (4, 8),
+    "num_stages": (2, 3, 4, 5),
+}
+KEYS: tuple[str, ...] = tuple(GRID)
+
+# DeepSeek/GLM FP8 checkpoints: weight_block_size [128, 128]; activations quantised per token and
+# per group of 128 along K.
+FP8_BLOCK = 128
+
+DTYPES = ("bf16", "fp16", "fp8")
+_DTYPE_ALIASES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16",
+                  "half": "fp16", "fp8": "fp8", "fp8_w8a8": "fp8", "fp8-block": "fp8",
+                  "e4m3": "fp8", "float8_e4m3fn": "fp8"}
+
+
+def canonical_dtype(dtype: str) -> str:
+    """'bfloat16' -> 'bf16', ...; unknown spellings are a UsageError listing the known ones."""
+    key = str(dtype).strip().lower()
+    if key not in _DTYPE_ALIASES:
+        raise UsageError(f"unknown dtype {dtype!r} for triton-moe; use one of {', '.join(DTYPES)}")
+    return _DTYPE_ALIASES[key]
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MoEConfig:
+    """One fused-MoE launch config. Field order matches the CLI spelling BM,BN,BK,GM,warps,stages."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int
+    num_warps: int
+    num_stages: int
+
+    def as_dict(self) -> dict[str, int]:
+        """The engines' JSON keys, in their order."""
+        return dict(zip(KEYS, self.values()))
+
+    def values(self) -> tuple[int, ...]:
+        return (self.block_m, self.block_n, self.block_k, self.group_m, self.num_warps,
+                self.num_stages)
+
+    def label(self) -> str:
+        return (f"{self.block_m}x{self.block_n}x{self.block_k} gm{self.group_m} "
+                f"w{self.num_warps} s{self.num_stages}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MoEConfig:
+        """From the engines' JSON keys (extra keys are ignored, missing ones are an error)."""
+        missing = [k for k in KEYS if k not in d]
+        if missing:
+            raise UsageError(f"triton-moe config lacks {', '.join(missing)}; it needs {', '.join(KEYS)}")
+        return cls(*(int(d[k]) for k in KEYS))
+
+
+def grid_configs(dtype: str, grid: str = "full") -> list[MoEConfig]:
+    """The tuners' grid for `dtype` (1920 configs; fp8 block-scaled keeps N, K multiples of 128).
+
+    grid="full" is every config; grid="distinct" keeps GROUP_SIZE_M=1 only, one config per
+    distinct shared-memory footprint (GROUP_SIZE_M only reorders blocks; see smem.py).
+    """
+    dtype = canonical_dtype(dtype)
+    axes = dict(GRID)
+    if dtype == "fp8":
+        axes["BLOCK_SIZE_N"] = tuple(v for v in axes["BLOCK_SIZE_N"] if v % FP8_BLOCK == 0)
+        axes["BLOCK_SIZE_K"] = tuple(v for v in axes["BLOCK_SIZE_K"] if v % FP8_BLOCK == 0)
+    if grid == "distinct":
+        axes["GROUP_SIZE_M"] = (1,)
+    elif grid != "full":
+        raise UsageError(f"unknown grid {grid!r} for triton-moe; use 'full' or 'distinct'")
+    return [MoEConfig(*vals) for vals in itertools.product(*axes.values())]
+
+
+def parse_config(text: str, dtype: str = "bf16") -> MoEConfig:
+    """'64,128,128,16,4,3' (BM,BN,BK,GM,warps,stages) -> MoEConfig; every value must be in the grid."""
+    dtype = canonical_dtype(dtype)
+    parts = [p.strip() for p in str(text).replace("x", ",").split(",") if p.strip()]
+    if len(parts) != len(KEYS):
+        raise UsageError(f"config {text!r} needs {len(KEYS)} comma-separated integers "
+                         f"BM,BN,BK,GM,warps,stages (e.g. 64,128,128,16,4,3)")
+    try:
+        vals = [int(p) for p in parts]
+    except ValueError:
+        raise UsageError(f"config {text!r}: every field must be an integer "
+                         f"(BM,BN,BK,GM,warps,stages)") from None
+    for key, v in zip(KEYS, vals):
+        if key != "num_stages" and (v <= 0 or v & (v - 1)):
+            raise UsageError(f"config {text!r}: {key}={v} is not a power of two")
+        allowed = GRID[key]
+        if dtype == "fp8" and key in ("BLOCK_SIZE_N", "BLOCK_SIZE_K"):
+            allowed = tuple(a for a in allowed if a % FP8_BLOCK == 0)
+        if v not in allowed:
+            raise UsageError(f"config {text!r}: {key}={v} is outside the {dtype} grid "
+                             f"({', '.join(map(str, allowed))})")
+    return MoEConfig(*vals)
