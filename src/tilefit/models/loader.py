@@ -62,6 +62,8 @@ def weight_format(cfg: dict[str, Any], quant: dict[str, Any] | None, where: str)
     """Weight format from config.json's quantization_config and an hf_quant_config.json's contents."""
     if quant:
         q = quant.get("quantization", quant)
+        if not isinstance(q, dict):
+            raise UsageError(f"{where}: hf_quant_config.json 'quantization' must be an object")
         algo = str(q.get("quant_algo", "")).upper()
         if algo == "NVFP4":
             return NVFP4
@@ -80,7 +82,7 @@ def weight_format(cfg: dict[str, Any], quant: dict[str, Any] | None, where: str)
             block = qc.get("weight_block_size")
             if block is None:
                 return FP8
-            if list(block) != [128, 128]:
+            if not isinstance(block, list) or block != [128, 128]:
                 raise UsageError(f"{where}: fp8 weight_block_size {block} is not supported (only [128, 128])")
             return FP8_BLOCK
         if method == "mxfp4":
@@ -102,31 +104,45 @@ def weight_format(cfg: dict[str, Any], quant: dict[str, Any] | None, where: str)
     return {"float16": FP16, "half": FP16, "fp16": FP16}.get(dtype, BF16)
 
 
+def _count_field(lm: dict[str, Any], field: str, where: str, *, minimum: int = 0) -> int | None:
+    """An optional small non-negative integer field (layer counts, steps)."""
+    v = lm.get(field)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or not minimum <= v <= 100_000:
+        raise UsageError(f"{where}: {field} = {v!r} is not an integer in {minimum}..100000")
+    return int(v)
+
+
 def moe_layer_count(lm: dict[str, Any], num_layers: int, where: str) -> int:
     """Which decoder layers are MoE, by each family's rule."""
     if isinstance(lm.get("moe_layers"), list):  # explicit list (Llama-4 in newer transformers)
-        return len([i for i in lm["moe_layers"] if isinstance(i, int) and 0 <= i < num_layers])
-    if lm.get("first_k_dense_replace") is not None:  # DeepSeek / GLM / Kimi
-        k = int(lm["first_k_dense_replace"])
-        freq = int(lm.get("moe_layer_freq") or 1)
-        return len([i for i in range(k, num_layers) if i % freq == 0])
-    if lm.get("interleave_moe_layer_step") is not None:  # Llama-4: every step-th layer
-        step = _positive_int(where, "interleave_moe_layer_step", lm["interleave_moe_layer_step"])
+        return len({i for i in lm["moe_layers"] if type(i) is int and 0 <= i < num_layers})
+    first_dense = _count_field(lm, "first_k_dense_replace", where)
+    if first_dense is not None:  # DeepSeek / GLM / Kimi
+        freq = _count_field(lm, "moe_layer_freq", where, minimum=1) or 1
+        return len([i for i in range(first_dense, num_layers) if i % freq == 0])
+    step = _count_field(lm, "interleave_moe_layer_step", where, minimum=1)
+    if step is not None:  # Llama-4: every step-th layer
         return len(range(step - 1, num_layers, step))
-    if lm.get("decoder_sparse_step") is not None or lm.get("mlp_only_layers") is not None:  # Qwen MoE
-        step = int(lm.get("decoder_sparse_step") or 1)
-        dense = set(lm.get("mlp_only_layers") or [])
+    if "decoder_sparse_step" in lm or "mlp_only_layers" in lm:  # Qwen MoE
+        step = _count_field(lm, "decoder_sparse_step", where, minimum=1) or 1
+        dense_raw = lm.get("mlp_only_layers") or []
+        if not isinstance(dense_raw, list):
+            raise UsageError(f"{where}: mlp_only_layers must be a list of layer indices")
+        dense = {i for i in dense_raw if type(i) is int}
         return len([i for i in range(num_layers) if i not in dense and (i + 1) % step == 0])
     return num_layers  # Mixtral, gpt-oss, MiniMax, DBRX: every layer is MoE
 
 
-def shared_expert_width(lm: dict[str, Any], width: int) -> tuple[int, int]:
+def shared_expert_width(lm: dict[str, Any], width: int, where: str) -> tuple[int, int]:
     """(number of shared experts, total shared MLP width)."""
-    if lm.get("n_shared_experts"):
-        n = int(lm["n_shared_experts"])
+    n = _count_field(lm, "n_shared_experts", where)
+    if n:
         return n, n * width
-    if lm.get("shared_expert_intermediate_size"):
-        return 1, int(lm["shared_expert_intermediate_size"])
+    s = lm.get("shared_expert_intermediate_size")
+    if s:
+        return 1, _positive_int(where, "shared_expert_intermediate_size", s)
     if str(lm.get("model_type", "")).startswith("llama4"):
         return 1, width  # Llama-4: one implicit shared expert of the routed experts' width
     return 0, 0
@@ -159,7 +175,7 @@ def from_config(cfg: Any, *, name: str, source: str, quant: dict[str, Any] | Non
     moe_layers = moe_layer_count(lm, layers, where)
     if moe_layers == 0:
         raise UsageError(f"{where}: the layer fields leave no MoE layer out of {layers}")
-    n_shared, shared_width = shared_expert_width(lm, width)
+    n_shared, shared_width = shared_expert_width(lm, width, where)
     # quantization_config may sit at the top level of a multimodal wrapper
     fmt_source = cfg if "quantization_config" in cfg else lm
     return MoEModel(
