@@ -39,7 +39,9 @@ def test_mixed_tp_ep_and_shared_expert():
     plan = plan_layer(m, Layout(tp=2, ep=4))
     assert plan.layout.gpus == 8 and plan.local_experts == 64
     assert shapes(plan)["gemm1"] == (2048, 6144, 64)
-    assert shapes(plan)["shared.gemm1"] == (2048, 6144, 1)
+    assert shapes(plan)["shared.gemm1"] == (512, 6144, 1)  # sharded over all 8 GPUs (attention TP8)
+    dp = plan_layer(m, Layout(ep=8, dp=8))
+    assert shapes(dp)["shared.gemm1"] == (4096, 6144, 1)  # attention DP8: replicated
     assert plan.weight_bytes_all_layers == plan.weight_bytes_per_layer * 75
 
 
@@ -53,7 +55,7 @@ def test_bad_layouts(model, layout, message):
         plan_layer(load_model(model), layout)
 
 
-@pytest.mark.parametrize("kw", [dict(tp=0), dict(ep=-1), dict(tp=10**7), dict(tp=True)])
+@pytest.mark.parametrize("kw", [dict(tp=0), dict(ep=-1), dict(tp=10**7), dict(tp=True), dict(ep=8, dp=3)])
 def test_layout_rejects_absurd_values(kw):
     with pytest.raises(UsageError):
         Layout(**kw)

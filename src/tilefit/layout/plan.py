@@ -4,7 +4,8 @@ Shapes (H = hidden, I = expert width, E = experts, T_e = tokens routed to expert
   gemm1 (gate+up fused): [T_e, H] x [H, 2*I/tp]   n = 2*I/tp, k = H
   gemm2 (down):          [T_e, I/tp] x [I/tp, H]  n = H,      k = I/tp
 `tp` shards every expert's width, `ep` splits the expert set: a layout uses tp * ep GPUs for the
-MoE layers and each GPU holds E/ep experts. Attention DP does not change the expert GEMMs.
+MoE layers and each GPU holds E/ep experts. Attention DP does not change the routed expert GEMMs;
+shared experts run like the attention MLP, sharded over the attention TP group ((tp*ep)/dp GPUs).
 """
 
 from __future__ import annotations
@@ -21,13 +22,20 @@ MAX_PARALLEL = 4096
 class Layout:
     tp: int = 1
     ep: int = 1
-    dp: int = 1  # attention data parallelism; recorded, does not change the expert GEMMs
+    dp: int = 1  # attention data parallelism: shards shared experts over gpus/dp instead of gpus
 
     def __post_init__(self) -> None:
         for name in ("tp", "ep", "dp"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_PARALLEL:
                 raise UsageError(f"--{name} must be an integer in 1..{MAX_PARALLEL}, got {v!r}")
+        if self.gpus % self.dp:
+            raise UsageError(f"--dp {self.dp} must divide the {self.gpus} GPUs of tp {self.tp} x ep {self.ep}")
+
+    @property
+    def attention_tp(self) -> int:
+        """GPUs that shard one attention (and shared-expert) replica."""
+        return self.gpus // self.dp
 
     @property
     def gpus(self) -> int:
@@ -97,11 +105,12 @@ def plan_layer(model: MoEModel, layout: Layout) -> LayerPlan:
         GemmShape("gemm2", h, i_tp, local, local * w.matrix_bytes(h, i_tp)),
     ]
     if model.shared_expert_width:
-        # Shared experts run as a dense MLP on every token, sharded like the routed experts' width.
-        s = model.shared_expert_width
-        if s % layout.tp:
-            raise UsageError(f"--tp {layout.tp} does not divide the shared expert width {s}")
-        s_tp = s // layout.tp
+        # Shared experts run as a dense MLP on every token, sharded over the attention TP group.
+        s, shards = model.shared_expert_width, layout.attention_tp
+        if s % shards:
+            raise UsageError(f"{shards}-way attention TP does not divide the shared expert width {s}; "
+                             f"use --dp to replicate it")
+        s_tp = s // shards
         gemms += [
             GemmShape("shared.gemm1", 2 * s_tp, h, 1, w.matrix_bytes(2 * s_tp, h)),
             GemmShape("shared.gemm2", h, s_tp, 1, w.matrix_bytes(h, s_tp)),

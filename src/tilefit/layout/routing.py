@@ -23,6 +23,7 @@ MAX_BATCH = 10_000_000
 class RoutingStats:
     batch: int  # tokens entering the MoE layer (all GPUs together)
     assignments_per_gpu_mean: float  # (token, expert) pairs one GPU computes: B*k/ep
+    assignments_per_gpu_max_mean: float  # busiest GPU, mean over trials
     assignments_per_gpu_p99: int  # busiest GPU, 99th percentile over trials
     tokens_per_expert_mean: float  # B*k/E
     tokens_per_expert_max_mean: float  # busiest expert of the layer, mean over trials
@@ -62,10 +63,12 @@ def routing_stats(batch: int, num_experts: int, top_k: int, ep: int, *,
         need[:, :-1] += take[:, 1:]
     per_gpu = counts.reshape(trials, ep, local).sum(axis=2)
     busiest_gpu = sorted(per_gpu.max(axis=1).tolist())
+    busiest_gpu_mean = sum(busiest_gpu) / trials
     busiest_expert = counts.max(axis=1)
     return RoutingStats(
         batch=b,
         assignments_per_gpu_mean=b * k / ep,
+        assignments_per_gpu_max_mean=busiest_gpu_mean,
         assignments_per_gpu_p99=_percentile(busiest_gpu, 99),
         tokens_per_expert_mean=b * k / e,
         tokens_per_expert_max_mean=float(busiest_expert.mean()),
