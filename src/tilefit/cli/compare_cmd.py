@@ -1,0 +1,108 @@
+"""`tilefit compare`: TP vs EP (and mixes) for a deployment, predicted per MoE layer and per model."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from typing import Any
+
+from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.cli.output import print_json, table
+from tilefit.errors import UsageError
+
+DEFAULT_BATCHES = (1, 16, 64, 256, 1024)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("compare", help="TP vs EP for a deployment: predicted MoE-layer time per batch",
+                       description="Predict one MoE layer's time on the busiest GPU for each layout "
+                                   "(grouped GEMMs + communication) and name the winner per batch size.")
+    p.add_argument("--model", required=True, metavar="M", help="preset or config.json path")
+    p.add_argument("--gpu", required=True, metavar="NAME", help="GPU name (see `tilefit gpus`)")
+    p.add_argument("--gpus", type=positive_int, required=True, help="GPUs the MoE layers span")
+    p.add_argument("--layouts", metavar="L,L,...",
+                   help="layouts such as tp8,ep8,tp2ep4 (default: tpN,epN for --gpus N)")
+    p.add_argument("--batch", type=int_list, default=DEFAULT_BATCHES, metavar="B,B,...",
+                   help="tokens entering the MoE layer (default: %(default)s)")
+    p.add_argument("--interconnect", metavar="NAME",
+                   help="nvlink3|nvlink4|nvlink5|pcie4|pcie5 (default: what the GPU usually has)")
+    p.add_argument("--ep-comm", choices=("allreduce", "alltoall"), default="allreduce",
+                   help="EP communication: all-reduce with attention TP (default), or all-to-all "
+                        "dispatch/combine with attention DP")
+    add_json_arg(p)
+    p.set_defaults(func=run)
+
+
+_LAYOUT_RE = re.compile(r"^(?:tp(\d+))?(?:ep(\d+))?$")
+
+
+def parse_layouts(text: str | None, gpus: int) -> list[tuple[int, int]]:
+    """'tp8,ep8,tp2ep4' -> [(8, 1), (1, 8), (2, 4)], each using exactly `gpus` GPUs."""
+    if not text:
+        return [(gpus, 1), (1, gpus)] if gpus > 1 else [(1, 1)]
+    out = []
+    for item in (t.strip().lower() for t in text.split(",") if t.strip()):
+        m = _LAYOUT_RE.match(item)
+        if not m or not (m.group(1) or m.group(2)):
+            raise UsageError(f"bad layout {item!r}: write tpN, epN or tpNepM (e.g. tp8,ep8,tp2ep4)")
+        tp, ep = int(m.group(1) or 1), int(m.group(2) or 1)
+        if tp * ep != gpus:
+            raise UsageError(f"layout {item} uses {tp * ep} GPUs, not --gpus {gpus}")
+        if (tp, ep) not in out:
+            out.append((tp, ep))
+    return out
+
+
+def compare_data(args: argparse.Namespace) -> dict[str, Any]:
+    from tilefit.hw.catalog import get_gpu
+    from tilefit.layout import Layout, plan_layer
+    from tilefit.models import load_model
+    from tilefit.perf.interconnect import default_interconnect, get_interconnect
+    from tilefit.perf.moe_layer import Assumptions, compute_dtype, layer_time
+
+    model, gpu = load_model(args.model), get_gpu(args.gpu)
+    link = get_interconnect(args.interconnect) if args.interconnect else default_interconnect(gpu)
+    assumptions = Assumptions(ep_comm=args.ep_comm)
+    plans = [plan_layer(model, Layout(tp=tp, ep=ep)) for tp, ep in parse_layouts(args.layouts, args.gpus)]
+    rows = []
+    for b in args.batch:
+        times = [layer_time(p, gpu, b, link, assumptions) for p in plans]
+        best = min(times, key=lambda t: t.total_us)
+        for t in times:
+            rows.append({**t.as_dict(), "model_ms": t.total_us * model.moe_layers / 1e3,
+                         "winner": t is best,
+                         "slowdown_vs_winner": t.total_us / best.total_us})
+    return {
+        "model": model.name, "gpu": gpu.key, "gpus": args.gpus,
+        "weight_dtype": model.weight_dtype, "compute_dtype": compute_dtype(gpu, model.weight_dtype),
+        "moe_layers": model.moe_layers,
+        "interconnect": {"key": link.key, "description": link.description, "bandwidth_gbps": link.bandwidth_gbps,
+                         "latency_us": link.latency_us, "source": link.source},
+        "assumptions": assumptions.lines(),
+        "source": "predicted (no measurement)",
+        "rows": rows,
+    }
+
+
+def render(d: dict[str, Any]) -> str:
+    ic = d["interconnect"]
+    lines = [f"{d['model']} on {d['gpus']} x {d['gpu']} ({d['weight_dtype']} weights, {d['compute_dtype']} "
+             f"tensor cores), {ic['key']}: predicted time of one MoE layer on the busiest GPU", ""]
+    body = []
+    for r in d["rows"]:
+        body.append((r["batch"], r["layout"], f"{r['gemm_us']:.1f}", f"{r['comm_us']:.1f}", f"{r['total_us']:.1f}",
+                     f"{r['model_ms']:.2f}",
+                     "winner" if r["winner"] else f"+{(r['slowdown_vs_winner'] - 1) * 100:.0f}%"))
+    lines.append(table(["batch", "layout", "GEMM us", "comm us", "layer us",
+                        f"x{d['moe_layers']} layers ms", "vs best"], body, align="rlrrrrl"))
+    lines += ["", "assumptions (predicted, not measured):"]
+    lines += [f"  - {a}" for a in d["assumptions"]]
+    lines.append(f"  - {ic['description']}: {ic['bandwidth_gbps']:g} GB/s bus bandwidth, "
+                 f"{ic['latency_us']:g} us per collective ({ic['source']})")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    d = compare_data(args)
+    print_json(d) if args.json else print(render(d))
+    return 0

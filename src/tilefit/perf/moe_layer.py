@@ -1,0 +1,142 @@
+"""Predicted time of one MoE layer on the busiest GPU of a layout: grouped GEMMs + communication.
+
+GEMM time is max(memory time, compute time) plus a launch cost. Memory: the weights of every expert
+that receives a token, plus activations in and out. Compute: tiles of BLOCK_M x 128 rows/columns in
+waves over the SMs (wave quantisation and per-expert padding included). Under EP the busiest GPU
+sets the pace. Communication: TP (and EP with replicated tokens) all-reduce the layer output; EP with
+attention DP sends top-k token copies out and back (all-to-all). Every constant is in `Assumptions`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from tilefit.hw.catalog import GPU
+from tilefit.layout.plan import GemmShape, LayerPlan
+from tilefit.layout.routing import routing_stats
+from tilefit.perf.interconnect import Interconnect
+
+EP_COMM = ("allreduce", "alltoall")
+
+
+@dataclass(frozen=True, slots=True)
+class Assumptions:
+    bandwidth_efficiency: float = 0.90  # copy bandwidth / datasheet (H200 measured 4.3 of 4.8 TB/s)
+    mma_efficiency: float = 0.75  # sustained tensor-core rate of a grouped GEMM tile loop / dense peak
+    launch_us: float = 4.0  # per kernel launch (outside CUDA graphs; inside them, less)
+    activation_bytes: int = 2  # bf16 activations in and out
+    tile_n: int = 128
+    ep_comm: str = "allreduce"  # "allreduce": TP attention, tokens replicated; "alltoall": DP attention
+
+    def lines(self) -> list[str]:
+        return [
+            f"memory at {self.bandwidth_efficiency:.0%} of datasheet bandwidth; tensor cores at "
+            f"{self.mma_efficiency:.0%} of dense peak; {self.launch_us:g} us per kernel launch",
+            f"tiles of BLOCK_M (16/32/64/128 by rows per expert) x {self.tile_n} columns, in waves over the SMs",
+            "uniform random top-k routing; the busiest GPU (mean over the sampler's trials) sets the pace",
+            "EP communication: " + ("all-reduce of the layer output (attention TP, tokens replicated)"
+                                   if self.ep_comm == "allreduce" else
+                                   "dispatch + combine all-to-all of top-k token copies (attention DP)"),
+            "MoE layers only: attention, norms and the router are not modelled",
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class GemmTime:
+    name: str
+    rows: float  # token rows this GPU multiplies
+    active_groups: float  # experts with at least one row
+    bytes: float
+    flops: float
+    memory_us: float
+    compute_us: float
+    time_us: float
+
+    @property
+    def bound(self) -> str:
+        return "memory" if self.memory_us >= self.compute_us else "compute"
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTime:
+    layout: str
+    gpus: int
+    batch: int
+    gemms: tuple[GemmTime, ...]
+    comm_kind: str
+    comm_us: float
+
+    @property
+    def gemm_us(self) -> float:
+        return sum(g.time_us for g in self.gemms)
+
+    @property
+    def total_us(self) -> float:
+        return self.gemm_us + self.comm_us
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.update(gemm_us=self.gemm_us, total_us=self.total_us)
+        return d
+
+
+def compute_dtype(gpu: GPU, weight_dtype: str) -> str:
+    """The tensor-core path a weight format runs on: narrow formats fall back to bf16 where the
+    part has no such units (e.g. mxfp4 on Hopper runs as W4A16 with bf16 math)."""
+    want = {"fp8": "fp8", "fp8-block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}.get(weight_dtype, "bf16")
+    for d in (want, "fp8" if want == "fp4" else want, "bf16"):
+        if gpu.peak_tflops(d):
+            return d
+    return "bf16"
+
+
+def _block_m(rows_per_group: float) -> int:
+    for bm in (16, 32, 64):
+        if rows_per_group <= bm:
+            return bm
+    return 128
+
+
+def gemm_time(gpu: GPU, shape: GemmShape, rows: float, active: float, per_group_weight_bytes: float,
+              dtype: str, a: Assumptions) -> GemmTime:
+    """Time of one grouped GEMM that multiplies `rows` rows spread over `active` groups."""
+    if rows <= 0 or active <= 0:
+        return GemmTime(shape.name, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    rows_per_group = rows / active
+    bm = _block_m(rows_per_group)
+    tiles = active * math.ceil(rows_per_group / bm) * math.ceil(shape.n / a.tile_n)
+    waves = math.ceil(tiles / gpu.sm_count)
+    peak = gpu.peak_tflops(dtype) or gpu.peak_tflops("bf16") or 1.0
+    per_sm_flops_per_us = peak * 1e6 / gpu.sm_count * a.mma_efficiency
+    compute_us = waves * (2 * bm * a.tile_n * shape.k) / per_sm_flops_per_us
+    nbytes = active * per_group_weight_bytes + rows * (shape.k + shape.n) * a.activation_bytes
+    memory_us = nbytes / (gpu.mem_bandwidth_gbps * 1e3 * a.bandwidth_efficiency)
+    flops = 2 * rows * shape.n * shape.k
+    return GemmTime(shape.name, rows, active, nbytes, flops, memory_us, compute_us,
+                    max(memory_us, compute_us) + a.launch_us)
+
+
+def layer_time(plan: LayerPlan, gpu: GPU, batch: int, link: Interconnect, a: Assumptions = Assumptions()
+               ) -> LayerTime:
+    """Predicted time of one MoE layer at `batch` tokens on the busiest GPU of `plan`'s layout."""
+    m, lay = plan.model, plan.layout
+    stats = routing_stats(batch, m.num_experts, m.top_k, lay.ep)
+    local = plan.local_experts
+    rows = stats.assignments_per_gpu_max_mean if lay.ep > 1 else batch * m.top_k
+    # Distinct experts hit by `rows` assignments spread uniformly over the GPU's local experts.
+    active = local * (1.0 - (1.0 - 1.0 / local) ** rows)
+    dtype = compute_dtype(gpu, m.weight_dtype)
+    gemms = []
+    for g in plan.gemms:
+        if g.name.startswith("shared"):
+            gemms.append(gemm_time(gpu, g, batch, 1, g.weight_bytes, dtype, a))
+        else:
+            gemms.append(gemm_time(gpu, g, rows, active, g.weight_bytes / g.groups, dtype, a))
+    out_bytes = batch * m.hidden_size * a.activation_bytes
+    if lay.ep > 1 and a.ep_comm == "alltoall":
+        per_gpu = batch / lay.gpus * m.top_k * m.hidden_size * a.activation_bytes
+        comm_kind, comm = "dispatch+combine all-to-all", 2 * link.all_to_all_us(per_gpu, lay.gpus)
+    else:
+        comm_kind, comm = "all-reduce", link.all_reduce_us(out_bytes, lay.gpus)
+    return LayerTime(lay.label(), lay.gpus, batch, tuple(gemms), comm_kind if lay.gpus > 1 else "none", comm)
