@@ -1,0 +1,144 @@
+"""`tilefit diagnose LOG`: what happened in a server or tuning log, why, and what to do.
+
+Exit codes: 0 healthy or recovered, 1 fatal, 3 still in progress or unknown, 2 bad usage.
+`--follow` tails a growing file until the verdict is no longer in-progress.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, BinaryIO
+
+from tilefit.cli.args import add_json_arg, add_target_args
+from tilefit.errors import UsageError
+
+EXIT_BY_VERDICT = {"healthy": 0, "recovered": 0, "fatal": 1, "in-progress": 3, "unknown": 3}
+
+
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {v:g}")
+    return v
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "diagnose", help="read a server or tuning log: is it dead, why, and what to do",
+        description="Diagnose an sglang / vLLM / TensorRT-LLM server log, a FlashInfer autotuner log, a "
+                    "Triton tuning run (benchmark_moe, tuning_fused_moe_triton) or a CUTLASS program's "
+                    "output. Exit codes: 0 healthy/recovered, 1 fatal, 3 in-progress/unknown, 2 bad usage.")
+    p.add_argument("log", metavar="LOG", help="log file (plain or .gz), or - for stdin")
+    add_target_args(p, gpu_help="GPU the log came from (sizes failing tiles); default: what the log names")
+    add_json_arg(p)
+    p.add_argument("--follow", action="store_true",
+                   help="tail a growing file until the verdict is no longer in-progress")
+    p.add_argument("--poll", type=_seconds, default=1.0, metavar="S", help="--follow: seconds between reads")
+    p.add_argument("--max-wait", type=_seconds, default=3600.0, metavar="S",
+                   help="--follow: give up after this many seconds (0: no limit); default 3600")
+    p.add_argument("--settle", type=_seconds, default=10.0, metavar="S",
+                   help="--follow: a log that stops at an error with no exit line is fatal once quiet "
+                        "this long; default 10")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tilefit.diagnose import Diagnoser, resolve_target
+    from tilefit.diagnose.render import as_dict, human
+
+    gpu, arch = resolve_target(args.gpu, args.arch)
+    source = "<stdin>" if args.log == "-" else args.log
+    dg = Diagnoser(gpu=gpu, arch=arch)
+    with _open(args.log) as stream:
+        if args.follow and args.log != "-":
+            _follow(dg, stream, args)
+        else:
+            _read_all(dg, stream)
+    dg.close()
+    d = dg.result()
+    if args.json:
+        from tilefit.cli.output import print_json
+
+        print_json(as_dict(d, source))
+    else:
+        sys.stdout.write(human(d, source))
+    return EXIT_BY_VERDICT[d.verdict]
+
+
+def _open(path: str) -> Any:
+    if path == "-":
+        return _NoClose(sys.stdin.buffer)
+    if not os.path.exists(path):
+        raise UsageError(f"no such log file: {path!r}; give a file path, or - to read stdin")
+    if os.path.isdir(path):
+        raise UsageError(f"{path!r} is a directory; give the log file inside it")
+    try:
+        if path.endswith(".gz"):
+            import gzip
+
+            return gzip.open(path, "rb")
+        return open(path, "rb")  # noqa: SIM115 - closed by the caller's with-block
+    except OSError as e:
+        raise UsageError(f"cannot read {path!r}: {e.strerror or e}; check its permissions") from None
+
+
+class _NoClose:
+    """stdin in a with-block, left open for whoever owns it."""
+
+    def __init__(self, stream: BinaryIO):
+        self.stream = stream
+
+    def __enter__(self) -> BinaryIO:
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _read_all(dg: Any, stream: BinaryIO) -> None:
+    from tilefit.diagnose.parser import CHUNK
+
+    try:
+        while True:
+            data = stream.read(CHUNK)
+            if not data:
+                return
+            dg.feed(data)
+    except OSError as e:  # e.g. a corrupt .gz, an I/O error mid-file
+        raise UsageError(f"cannot read the log: {e}") from None
+
+
+def _follow(dg: Any, stream: BinaryIO, args: argparse.Namespace) -> None:
+    """Read what is there, judge, wait, repeat. A fatal verdict needs a process-end line or a quiet
+    log (--settle): a traceback may still be arriving when the first error line is read."""
+    from tilefit.cli.output import info
+    from tilefit.diagnose.parser import CHUNK
+
+    start = last_data = time.monotonic()
+    pos = 0
+    while True:
+        data = stream.read(CHUNK)
+        if data:
+            pos += len(data)
+            dg.feed(data)
+            last_data = time.monotonic()
+            continue
+        now = time.monotonic()
+        d = dg.result(explain_it=False)
+        if d.verdict in ("healthy", "recovered"):
+            return
+        if d.verdict == "fatal" and (d.confirmed or now - last_data >= args.settle):
+            return
+        if args.max_wait and now - start >= args.max_wait:
+            info(f"tilefit: stopped following after {args.max_wait:g} s; the verdict so far follows")
+            return
+        if getattr(stream, "raw", None) is not None and os.fstat(stream.fileno()).st_size < pos:
+            raise UsageError("the log file shrank while following (rotated or truncated?); "
+                             "diagnose the new file")
+        time.sleep(args.poll)

@@ -1,0 +1,97 @@
+"""`tilefit diagnose`: read a server or tuning log and say what happened, why, and what to do.
+
+Bytes flow parser (LineScanner: gate, decode, window) -> verdict (Tracker: rules -> events ->
+failure classes, pending errors, readiness) -> explain (fit engines, remedies). `diagnose_stream`
+does it for a whole stream; `Diagnoser` does it incrementally (for `--follow`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, BinaryIO
+
+from tilefit.diagnose.explain import Explanation, explain
+from tilefit.diagnose.parser import CHUNK, LineScanner
+from tilefit.diagnose.rules import RuleSet, default_rules
+from tilefit.diagnose.verdict import (
+    FATAL, HEALTHY, IN_PROGRESS, RECOVERED, UNKNOWN, VERDICTS, Diagnosis, FailureClass, Tracker,
+)
+
+__all__ = ["Diagnoser", "Diagnosis", "Explanation", "FailureClass", "diagnose_stream", "diagnose_bytes",
+           "resolve_target", "VERDICTS", "HEALTHY", "RECOVERED", "FATAL", "IN_PROGRESS", "UNKNOWN"]
+
+
+def resolve_target(gpu: str | None = None, arch: str | None = None) -> tuple[str | None, str | None]:
+    """(gpu key, arch name) from --gpu/--arch; unknown names raise UsageError with suggestions.
+    No local-GPU fallback: a log usually comes from another machine."""
+    from tilefit.errors import UsageError
+    from tilefit.hw.catalog import get_arch, get_gpu
+
+    g = get_gpu(gpu) if gpu else None
+    a = get_arch(arch) if arch else None
+    if g is not None and a is not None and g.arch != a:
+        raise UsageError(f"--gpu {gpu} is {g.arch.name}, not {a.name}; give one of --gpu or --arch")
+    if g is not None:
+        return g.key, g.arch.name
+    return None, a.name if a else None
+
+
+class Diagnoser:
+    """Incremental diagnosis: `feed` bytes as they arrive, `result` at any time."""
+
+    def __init__(self, *, gpu: str | None = None, arch: str | None = None, rules: RuleSet | None = None,
+                 family_loader: Any = None):
+        self.gpu, self.arch = gpu, arch
+        self.family_loader = family_loader
+        self.tracker = Tracker(rules or default_rules())
+        self.scanner = LineScanner(self.tracker.rules.gate, self.tracker.process)
+        self.closed = False
+
+    def feed(self, data: bytes) -> None:
+        self.scanner.feed(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.scanner.close()
+            self.closed = True
+
+    def result(self, *, explain_it: bool = True) -> Diagnosis:
+        """The diagnosis of what was fed so far (an unterminated last line counts once closed)."""
+        arch, gpu, source = self.arch, self.gpu, ("given" if self.arch else None)
+        d = self.tracker.finish(self.scanner.lines, self.scanner.bytes, arch=arch, gpu=gpu, arch_source=source)
+        if d.gpu is None and d.arch is None and "device" in d.hints:
+            d.gpu, d.arch, d.arch_source = _gpu_from_device(str(d.hints["device"]))
+        if explain_it:
+            d.explanations = explain(d, self.family_loader)
+        return d
+
+
+def diagnose_stream(stream: BinaryIO, *, gpu: str | None = None, arch: str | None = None,
+                    chunk: int = CHUNK, family_loader: Any = None) -> Diagnosis:
+    """Read `stream` to the end in chunks (constant memory) and diagnose it."""
+    dg = Diagnoser(gpu=gpu, arch=arch, family_loader=family_loader)
+    read = stream.read
+    while True:
+        data = read(chunk)
+        if not data:
+            break
+        dg.feed(data)
+    dg.close()
+    return dg.result()
+
+
+def diagnose_bytes(data: bytes, **kwargs: Any) -> Diagnosis:
+    import io
+
+    return diagnose_stream(io.BytesIO(data), **kwargs)
+
+
+def _gpu_from_device(device: str) -> tuple[str | None, str | None, str | None]:
+    """A vLLM/SGLang config-file device name (NVIDIA_H200) -> catalog GPU, when it is one."""
+    from tilefit.errors import UsageError
+    from tilefit.hw.catalog import get_gpu
+
+    try:
+        g = get_gpu(device.replace("_", " "))
+    except UsageError:
+        return None, None, None
+    return g.key, g.arch.name, "log (device name)"

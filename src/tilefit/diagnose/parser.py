@@ -1,0 +1,259 @@
+"""Streaming log reader: bytes in, candidate lines out, in constant memory.
+
+`LineScanner.feed()` takes chunks of any size. The rule set's gate regex is searched over each
+chunk as a whole, so ordinary lines never reach Python code; only lines that contain a rule's
+needle (and the lines inside a window a rule asked for, such as a backtrace) are decoded
+(UTF-8 with replacement), stripped of ANSI colour codes and CR, split at carriage returns
+(progress bars redraw in place) and handed to the callback. Lines longer than `max_line` bytes
+are cut to a slice around the match. Line numbers count LF-terminated lines from 1.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Callable
+
+CHUNK = 1 << 20
+MAX_LINE = 64 << 10
+
+# process(line_number, segments) -> how many following lines it wants to see regardless of the gate
+Processor = Callable[[int, list[str]], int]
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+
+
+def normalize(raw: bytes) -> list[str]:
+    """Decode one raw line into its display segments (CR-separated redraws), cleaned."""
+    text = raw.decode("utf-8", "replace")
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" in text:
+        return [s for s in text.split("\r") if s.strip()]
+    return [text] if text.strip() else []
+
+
+class LineScanner:
+    """Feeds lines that matter to `process`; keeps at most one chunk plus one capped line."""
+
+    def __init__(self, gate: re.Pattern[bytes], process: Processor, *, max_line: int = MAX_LINE):
+        self.gate = gate
+        self.process = process
+        self.max_line = max_line
+        self.lines = 0           # complete lines consumed so far
+        self.bytes = 0
+        self._carry = b""        # the unterminated tail of the previous chunk (capped)
+        self._skipping = False   # inside an over-long line whose head is already in _carry
+        self._window = 0
+
+    def feed(self, data: bytes) -> None:
+        if not data:
+            return
+        self.bytes += len(data)
+        if self._skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return
+            self._skipping = False
+            self._emit(self._carry, 0, len(self._carry))
+            self._carry = b""
+            data = data[nl + 1:]
+        buf = self._carry + data if self._carry else data
+        end = buf.rfind(b"\n")
+        if end < 0:
+            self._hold(buf)
+            return
+        self._scan(buf, end)
+        self._hold(buf[end + 1:])
+
+    def close(self) -> None:
+        """End of input: a final line without a newline still counts."""
+        if self._carry:
+            self._emit(self._carry, 0, len(self._carry))
+            self._carry = b""
+        self._skipping = False
+
+    def _hold(self, tail: bytes) -> None:
+        if len(tail) > self.max_line:
+            self._carry, self._skipping = tail[:self.max_line], True
+        else:
+            self._carry = tail
+
+    def _scan(self, buf: bytes, end: int) -> None:
+        """Process the complete lines buf[:end+1] (buf[end] is the last LF)."""
+        pos = 0
+        search = self.gate.search
+        while pos <= end:
+            if self._window > 0:
+                nl = buf.find(b"\n", pos, end + 1)
+                self._window -= 1
+                self._emit(buf, pos, nl)
+                pos = nl + 1
+                continue
+            m = search(buf, pos, end)
+            if m is None:
+                self.lines += buf.count(b"\n", pos, end + 1)
+                return
+            start = buf.rfind(b"\n", pos, m.start()) + 1
+            if start < pos:
+                start = pos
+            nl = buf.find(b"\n", m.end() - 1, end + 1)
+            self.lines += buf.count(b"\n", pos, start)
+            self._emit(buf, start, nl, m.start())
+            pos = nl + 1
+
+    def _emit(self, buf: bytes, start: int, stop: int, hit: int | None = None) -> None:
+        """Hand one line (buf[start:stop], without its LF) to the processor."""
+        self.lines += 1
+        if stop - start > self.max_line:
+            centre = start if hit is None else max(start, hit - self.max_line // 2)
+            start, stop = centre, min(stop, centre + self.max_line)
+        raw = buf[start:stop]
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        segments = normalize(raw)
+        want = self.process(self.lines, segments) if segments else 0
+        if want > self._window:
+            self._window = want
+        elif want < 0:
+            self._window = 0
+
+
+# ---- prefixes: ranks, workers and timestamps ---------------------------------------------------
+
+_PREFIXES = (
+    # vLLM / Ray process tags: "(EngineCore_DP0 pid=4123)", "(Worker_PP0_TP1 pid=77)",
+    # "(VllmWorker rank=0 pid=5)", "(BenchmarkWorker pid=9, ip=10.0.0.2)"
+    re.compile(r"^\((?P<proc>[A-Za-z][\w.-]*?)(?: rank=(?P<vrank>\d+))? pid=\d+(?:, ip=[\d.]+)?\) ?"),
+    # docker compose: "2026-05-01 19:59:08.164 | "
+    re.compile(r"^(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s*\|\s*"),
+    # sglang: "[2025-10-06 20:05:22 DP0 TP0 EP0] "
+    re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>(?: [A-Z]{2,3}\d+)*)\] ?"),
+    # "[TP3] ", "[rank3]: ", "[Rank 3] "
+    re.compile(r"^\[(?P<ranks>(?:[A-Z]{2}\d+)(?: [A-Z]{2}\d+)*|[Rr]ank ?\d+)\]:? ?"),
+    # TensorRT-LLM Python logger: "[10/06/2025-20:05:22] [TRT-LLM] [W] "
+    re.compile(r"^\[(?P<tts>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\]\s*(?:\[TRT-LLM\]\s*)?(?:\[[A-Z]\]\s*)?"),
+    # vLLM logger: "INFO 10-06 20:05:22 [file.py:123] " (older: "file.py:123] ")
+    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<vts>\d\d-\d\d \d\d:\d\d:\d\d)"
+               r"(?:\.\d+)? (?:\[[^\]]*\]|\S+\.py:\d+\]) ?"),
+    # Python logging: "2025-10-06 20:05:22,123 - WARNING - autotuner.py:484 - flashinfer.jit: "
+    re.compile(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?) - [A-Z]+ - (?:\S+:\d+ - )?"
+               r"(?:[\w.]+: )?"),
+    # uvicorn's own level: "INFO:     "
+    re.compile(r"^(?:INFO|WARNING|ERROR):\s{1,5}(?=\S)"),
+)
+
+
+def _seconds(year: int, month: int, day: int, hh: int, mm: int, ss: int, frac: str = "") -> float | None:
+    try:
+        t = calendar.timegm((year, month, day, hh, mm, ss, 0, 0, 0))
+    except (ValueError, OverflowError):
+        return None
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hh < 24 and mm < 60 and ss < 62):
+        return None
+    return t + (float("0." + frac) if frac.isdigit() else 0.0)
+
+
+def _ts_iso(s: str) -> float | None:
+    m = re.match(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?", s)
+    if not m:
+        return None
+    y, mo, d, h, mi, se = (int(g) for g in m.groups()[:6])
+    return _seconds(y, mo, d, h, mi, se, m.group(7) or "")
+
+
+def strip_prefix(text: str) -> tuple[str, str | None, float | None]:
+    """(body, rank, unix time) of a line: known prefixes peeled off in any order. The first
+    timestamp wins (an outer collector's clock stays consistent across processes). vLLM's
+    timestamps carry no year; they are placed in 2000, which keeps differences right."""
+    body = text
+    rank: str | None = None
+    when: float | None = None
+    for _ in range(6):
+        for rx in _PREFIXES:
+            m = rx.match(body)
+            if m:
+                break
+        else:
+            break
+        g = m.groupdict()
+        if rank is None:
+            if g.get("ranks"):
+                rank = g["ranks"].strip()
+            elif g.get("proc") and g["proc"] not in ("APIServer",):
+                rank = g["proc"] + (f" rank={g['vrank']}" if g.get("vrank") else "")
+        if when is None:
+            if g.get("ts"):
+                when = _ts_iso(g["ts"])
+            elif g.get("tts"):
+                mo, d, rest = g["tts"].split("/", 2)
+                y, hms = rest.split("-", 1)
+                h, mi, se = hms.split(":")
+                when = _seconds(int(y), int(mo), int(d), int(h), int(mi), int(se))
+            elif g.get("vts"):
+                md, hms = g["vts"].split(" ")
+                mo, d = md.split("-")
+                h, mi, se = hms.split(":")
+                when = _seconds(2000, int(mo), int(d), int(h), int(mi), int(se))
+        if m.end() == 0:
+            break
+        body = body[m.end():]
+    if rank is None:
+        m = re.search(r"\[(?:rank|Rank )(\d+)\]", text)
+        if m:
+            rank = f"rank{m.group(1)}"
+    return body, rank, when
+
+
+# ---- detail: the failing tile, the arch and the epilogue, from error and backtrace lines ---------
+
+_CUTE_TILE = re.compile(r"cute::(?:tuple|Shape)<\s*cute::(?:C|Int)<(\d+)>,\s*cute::(?:C|Int)<(\d+)>,"
+                        r"\s*cute::(?:C|Int)<(\d+)>\s*>")
+_ARCH = re.compile(r"cutlass::arch::Sm(\d{2,3})\b|\bsm_?(\d{2,3})[af]?\b|/(\d{2,3})[af]/|"
+                   r"for arch (\d{2,3})\b|compute capability:? (\d{1,2})\.(\d)")
+_FP4 = re.compile(r"__nv_fp4_e2m1|float_e2m1_t|nvfp4|NVFP4|\bfp4\b")
+_FP8 = re.compile(r"__nv_fp8_e4m3|float_e4m3_t|fp8_w8a8|\bfp8\b")
+
+
+def detail_fields(text: str) -> dict[str, object]:
+    """What a backtrace or error line says about the failing kernel: its first tile shape
+    (TileShape precedes ClusterShape in the launcher's template arguments), arch, data type and
+    whether the epilogue is the fused FINALIZE one."""
+    out: dict[str, object] = {}
+    if "cute::" in text:
+        m = _CUTE_TILE.search(text)
+        if m:
+            out["tile"] = "x".join(m.groups())
+    m = _ARCH.search(text)
+    if m:
+        g = m.groups()
+        cc = g[0] or g[1] or g[2] or g[3] or (g[4] + g[5] if g[4] else None)
+        if cc:
+            out["arch"] = f"sm{cc}"
+    if _FP4.search(text):
+        out["dtype_hint"] = "fp4"
+    elif _FP8.search(text):
+        out["dtype_hint"] = "fp8"
+    if "FINALIZE" in text:
+        out["finalize"] = True
+    if "gemm2" in text:
+        out["gemm"] = "gemm2"
+    elif "gemm1" in text:
+        out["gemm"] = "gemm1"
+    return out
+
+
+def tile_from_enum(value: str) -> str | None:
+    """TensorRT-LLM's CutlassTileConfig enum packs M, N, K as M*10^6 + N*10^3 + K: 128128256.
+    Its K is in bytes (CtaShape128x128x256B), kept as a 'B' suffix until the data type is known."""
+    try:
+        v = int(value)
+    except ValueError:
+        return None
+    m, n, k = v // 1_000_000, (v // 1000) % 1000, v % 1000
+    return f"{m}x{n}x{k}B" if m and n and k else None
+
+
+def tile_from_text(text: str) -> str | None:
+    nums = re.findall(r"\d+", text)
+    return "x".join(nums[:3]) if len(nums) >= 3 else None

@@ -1,0 +1,69 @@
+"""All diagnosis rules, one module per engine, compiled once into a `RuleSet`.
+
+The rule set has two halves: a byte-level gate (one regex built from every rule's needle, searched
+over whole chunks of the log so that ordinary lines cost no Python work), and the per-line matcher
+that runs only on lines the gate let through.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from functools import lru_cache
+
+from tilefit.diagnose.events import CompiledRule, Rule
+from tilefit.diagnose.rules import cutlass, flashinfer, generic, sglang, trtllm, triton, vllm
+
+ENGINE_MODULES = (sglang, vllm, trtllm, flashinfer, triton, cutlass, generic)
+
+# Which engine names a log when several matched: a server over a tuner over a library.
+ENGINE_RANK = ("sglang", "vllm", "trtllm", "triton", "flashinfer", "cutlass", "generic")
+
+
+def all_rules() -> tuple[Rule, ...]:
+    return tuple(r for m in ENGINE_MODULES for r in m.RULES)
+
+
+def _trie_pattern(needles: list[bytes]) -> bytes:
+    """An alternation grouped by first byte, so the regex engine tests one branch per candidate
+    position instead of every needle (measured about 10% faster than a flat alternation)."""
+    groups: dict[bytes, list[bytes]] = defaultdict(list)
+    for n in sorted(set(needles), key=lambda b: (-len(b), b)):
+        groups[n[:1]].append(n[1:])
+    parts = []
+    for first, rests in sorted(groups.items()):
+        alts = b"|".join(re.escape(r) for r in rests)
+        parts.append(re.escape(first) + (b"(?:" + alts + b")" if len(rests) > 1 else alts))
+    return b"|".join(parts)
+
+
+class RuleSet:
+    """Compiled rules plus the chunk gate."""
+
+    def __init__(self, rules: tuple[Rule, ...]):
+        names = [r.name for r in rules]
+        dupes = {n for n in names if names.count(n) > 1 and
+                 len({r.engine for r in rules if r.name == n}) < names.count(n)}
+        if dupes:
+            raise ValueError(f"duplicate rule names within an engine: {sorted(dupes)}")
+        self.rules = tuple(CompiledRule(r, re.compile(r.pattern) if r.pattern else None) for r in rules)
+        needles = [r.needle.encode() for r in rules if r.gate]
+        # A needle that contains another needle adds nothing to the gate.
+        needles = [n for n in needles if not any(o != n and o in n for o in needles)]
+        self.gate = re.compile(_trie_pattern(needles))
+        self.needles = tuple(sorted(set(needles)))
+
+    def match(self, text: str, body: str | None = None) -> list[tuple[Rule, dict[str, str]]]:
+        """Every rule that matches `text` (`body`: the text without its prefix), with its fields."""
+        out = []
+        body = text if body is None else body
+        for cr in self.rules:
+            fields = cr.match(text, body)
+            if fields is not None:
+                out.append((cr.rule, fields))
+        return out
+
+
+@lru_cache(maxsize=1)
+def default_rules() -> RuleSet:
+    return RuleSet(all_rules())

@@ -1,0 +1,31 @@
+"""FlashInfer autotuner lines. Up to 0.6.7 it logs one WARNING per failed tactic ("Skipping tactic
+... due to failure while profiling: <error>", the error's backtrace on the following lines); from
+0.6.8 those move to DEBUG and one INFO line per op says "Skipped N unsupported tactic(s)"."""
+
+from __future__ import annotations
+
+from tilefit.diagnose.events import BENIGN, MARKER, PROGRESS, TACTIC_SKIPPED, Rule
+
+E = "flashinfer"
+
+RULES = (
+    Rule("skipping-tactic", E, TACTIC_SKIPPED, BENIGN, "Skipping tactic",
+         "2025-10-06 20:04:12,301 - WARNING - autotuner.py:484 - flashinfer.jit: [Autotuner]: Skipping "
+         "tactic <flashinfer.fused_moe.core.get_cutlass_fused_moe_module.<locals>.MoERunner object at "
+         "0x7f2c5d1e3a90> 14, due to failure while profiling: [TensorRT-LLM][ERROR] Assertion failed: "
+         "Failed to initialize cutlass TMA WS grouped gemm. Error: Error Internal",
+         pattern=r"Skipping tactic (?P<runner>.*?) (?P<tactic>-?\d+|\([^)]*\)),? due to failure"
+                 r"(?: while profiling)?:?\s*(?P<error>.*)$",
+         window=40),
+    Rule("skipped-unsupported", E, TACTIC_SKIPPED, BENIGN, "Skipped ",
+         "2026-05-01 17:59:08,205 - INFO - autotuner.py:833 - flashinfer.jit: [Autotuner]: Skipped 4 "
+         "unsupported tactic(s) for trtllm::fused_moe::gemm1 (enable debug logs to see details)",
+         pattern=r"Skipped (?P<count>\d+) unsupported tactic\(s\)(?: for (?P<op>\S+))?"),
+    Rule("tuning-progress", E, PROGRESS, MARKER, "AutoTuner]: Tuning ",
+         "[AutoTuner]: Tuning trtllm::fused_moe::gemm1:  50%|#####     | 5/10 [00:01<00:01, 4.2profile/s]",
+         pattern=r"Tuning (?P<op>\S+?):", fields=(("phase", "FlashInfer autotuning"),)),
+    Rule("autotune-process", E, PROGRESS, MARKER, "Autotuning process ",
+         "2025-10-06 20:04:05,002 - INFO - autotuner.py:262 - flashinfer.jit: [Autotuner]: Autotuning "
+         "process starts ...", pattern=r"Autotuning process (?P<step>starts|ends)",
+         fields=(("phase", "FlashInfer autotuning"),)),
+)
