@@ -82,3 +82,28 @@ def test_cli_compare(cli):
     assert r.code == 2 and "uses 3 GPUs" in r.err
     r = cli("compare", "--model", "glm-5", "--gpu", "h200", "--gpus", "8", "--interconnect", "nvlnk4")
     assert r.code == 2 and "nvlink4" in r.err
+
+
+def test_cli_compare_measure_on_cpu_stand_in(cli):
+    # Orchestration only: float32 torch GEMMs and gloo collectives in 2 spawned processes.
+    cfg = str(__import__("conftest").FIXTURES / "configs" / "tiny-moe")
+    r = cli("compare", "--model", cfg, "--gpu", "h200", "--gpus", "2", "--batch", "1,8", "--measure",
+            "--measure-backend", "torch", "--reps", "2", "--json")
+    assert r.code == 0, r.err
+    rows = r.json()["rows"]
+    assert len(rows) == 4 and all(row["measured"]["gemm_us"] > 0 for row in rows)
+    assert all(row["measured"]["comm_us"] is not None and row["measured"]["ranks"] == 2 for row in rows)
+
+
+def test_cli_compare_measure_without_gpu_is_a_usage_error(cli):
+    r = cli("compare", "--model", "glm-5", "--gpu", "h200", "--gpus", "2", "--measure")
+    assert r.code == 2 and ("GPU" in r.err or "torch" in r.err)
+
+
+@pytest.mark.gpu
+def test_measure_real_kernel_on_one_gpu():
+    from tilefit.perf.measure import MeasureSpec, measure
+
+    spec = MeasureSpec(hidden=1024, width=512, experts=16, top_k=2, tp=1, ep=2, batches=(1, 64), reps=5)
+    rows = measure(spec, ranks=1)  # one GPU stands in for the busiest rank
+    assert [r.batch for r in rows] == [1, 64] and all(r.gemm_us > 0 and r.comm_us is None for r in rows)

@@ -29,6 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ep-comm", choices=("allreduce", "alltoall"), default="allreduce",
                    help="EP communication: all-reduce with attention TP (default), or all-to-all "
                         "dispatch/combine with attention DP")
+    p.add_argument("--measure", action="store_true",
+                   help="also measure each layout on the local GPUs (one process per GPU, NCCL); with "
+                        "fewer GPUs than a layout needs, the busiest GPU's GEMMs are measured alone")
+    p.add_argument("--reps", type=positive_int, default=20, help="timed repetitions per point (--measure)")
+    # CPU stand-in for tests: float32 torch reference GEMMs and gloo collectives.
+    p.add_argument("--measure-backend", choices=("triton", "torch"), default="triton", help=argparse.SUPPRESS)
     add_json_arg(p)
     p.set_defaults(func=run)
 
@@ -64,14 +70,21 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
     link = get_interconnect(args.interconnect) if args.interconnect else default_interconnect(gpu)
     assumptions = Assumptions(ep_comm=args.ep_comm)
     plans = [plan_layer(model, Layout(tp=tp, ep=ep)) for tp, ep in parse_layouts(args.layouts, args.gpus)]
+    measured = _measure(model, plans, args) if args.measure else {}
     rows = []
     for b in args.batch:
         times = [layer_time(p, gpu, b, link, assumptions) for p in plans]
         best = min(times, key=lambda t: t.total_us)
-        for t in times:
-            rows.append({**t.as_dict(), "model_ms": t.total_us * model.moe_layers / 1e3,
-                         "winner": t is best,
-                         "slowdown_vs_winner": t.total_us / best.total_us})
+        for p, t in zip(plans, times):
+            row = {**t.as_dict(), "model_ms": t.total_us * model.moe_layers / 1e3, "winner": t is best,
+                   "slowdown_vs_winner": t.total_us / best.total_us}
+            m = measured.get((p.layout.label(), b))
+            if m is not None:
+                total = m.gemm_us + (m.comm_us or 0.0)
+                row["measured"] = {"gemm_us": m.gemm_us, "comm_us": m.comm_us, "ranks": m.ranks,
+                                   "total_us": total if m.comm_us is not None or p.layout.gpus == 1 else None,
+                                   "gemm_error": t.gemm_us / m.gemm_us - 1}
+            rows.append(row)
     return {
         "model": model.name, "gpu": gpu.key, "gpus": args.gpus,
         "weight_dtype": model.weight_dtype, "compute_dtype": compute_dtype(gpu, model.weight_dtype),
@@ -79,9 +92,38 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
         "interconnect": {"key": link.key, "description": link.description, "bandwidth_gbps": link.bandwidth_gbps,
                          "latency_us": link.latency_us, "source": link.source},
         "assumptions": assumptions.lines(),
-        "source": "predicted (no measurement)",
+        "source": "predicted and measured" if measured else "predicted (no measurement)",
         "rows": rows,
     }
+
+
+def _measure(model: Any, plans: list, args: argparse.Namespace) -> dict:
+    from tilefit.perf.measure import MeasureSpec, measure
+
+    available = _local_gpus() if args.measure_backend == "triton" else 64
+    out = {}
+    for p in plans:
+        lay = p.layout
+        spec = MeasureSpec(hidden=model.hidden_size, width=model.expert_width, experts=model.num_experts,
+                           top_k=model.top_k, tp=lay.tp, ep=lay.ep, batches=tuple(args.batch),
+                           reps=args.reps, backend=args.measure_backend)
+        ranks = lay.gpus if available >= lay.gpus else 1
+        for row in measure(spec, ranks=ranks):
+            out[(lay.label(), row.batch)] = row
+    return out
+
+
+def _local_gpus() -> int:
+    try:
+        import torch
+    except ImportError:
+        from tilefit.errors import MissingDependency
+
+        raise MissingDependency("--measure needs torch and a CUDA GPU: pip install 'tilefit[gpu]'") from None
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n == 0:
+        raise UsageError("--measure needs a local CUDA GPU; none found (drop --measure for the prediction)")
+    return n
 
 
 def render(d: dict[str, Any]) -> str:
@@ -89,12 +131,21 @@ def render(d: dict[str, Any]) -> str:
     lines = [f"{d['model']} on {d['gpus']} x {d['gpu']} ({d['weight_dtype']} weights, {d['compute_dtype']} "
              f"tensor cores), {ic['key']}: predicted time of one MoE layer on the busiest GPU", ""]
     body = []
+    has_measured = any("measured" in r for r in d["rows"])
     for r in d["rows"]:
-        body.append((r["batch"], r["layout"], f"{r['gemm_us']:.1f}", f"{r['comm_us']:.1f}", f"{r['total_us']:.1f}",
-                     f"{r['model_ms']:.2f}",
-                     "winner" if r["winner"] else f"+{(r['slowdown_vs_winner'] - 1) * 100:.0f}%"))
-    lines.append(table(["batch", "layout", "GEMM us", "comm us", "layer us",
-                        f"x{d['moe_layers']} layers ms", "vs best"], body, align="rlrrrrl"))
+        cells = [r["batch"], r["layout"], f"{r['gemm_us']:.1f}", f"{r['comm_us']:.1f}", f"{r['total_us']:.1f}",
+                 f"{r['model_ms']:.2f}", "winner" if r["winner"] else f"+{(r['slowdown_vs_winner'] - 1) * 100:.0f}%"]
+        if has_measured:
+            m = r.get("measured") or {}
+            comm = m.get("comm_us")
+            cells += [f"{m['gemm_us']:.1f}" if m else "-",
+                      f"{comm:.1f}" if comm is not None else "not run",
+                      f"{m['gemm_error'] * 100:+.0f}%" if m else "-"]
+        body.append(cells)
+    headers = ["batch", "layout", "GEMM us", "comm us", "layer us", f"x{d['moe_layers']} layers ms", "vs best"]
+    if has_measured:
+        headers += ["measured GEMM us", "measured comm us", "GEMM pred. error"]
+    lines.append(table(headers, body, align="rlrrrrl" + ("rrr" if has_measured else "")))
     lines += ["", "assumptions (predicted, not measured):"]
     lines += [f"  - {a}" for a in d["assumptions"]]
     lines.append(f"  - {ic['description']}: {ic['bandwidth_gbps']:g} GB/s bus bandwidth, "
