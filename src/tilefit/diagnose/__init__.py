@@ -94,4 +94,4 @@ def _gpu_from_device(device: str) -> tuple[str | None, str | None, str | None]:
         g = get_gpu(device.replace("_", " "))
     except UsageError:
         return None, None, None
-    return g.key, g.arch.name, "log (device name)"
+    return g.key, g.arch.name, "device name in log"

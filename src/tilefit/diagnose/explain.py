@@ -74,8 +74,8 @@ def _cause(d: Diagnosis, arch: Any) -> Explanation:
         return Explanation(kind, f"Triton's compiler crashed{where} (line {line}); a crash is not "
                            f"OutOfResources, so the sweep did not skip the config but ended.{lost}{aside}",
                            "rerun without that config (or with another Triton version); `tilefit tune` "
-                           "compiles each config in isolation, prunes configs that cannot fit, and saves "
-                           "after every batch size")
+                           "runs each config in an isolated worker (a crash costs only that config) and "
+                           "journals every result as it goes, so a rerun resumes")
     if kind in (ev.ILLEGAL_INSTRUCTION, ev.ILLEGAL_ACCESS, ev.CUDA_ERROR):
         return Explanation(kind, f"a kernel faulted{phase} (line {line}); CUDA reports it at the next "
                            f"synchronising call, so the Python frame shown may not be the faulting kernel."

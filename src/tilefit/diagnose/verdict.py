@@ -106,7 +106,8 @@ class Tracker:
         self.engines: dict[str, int] = {}
         self.arch_votes: dict[str, int] = {}
         self.hints: dict[str, Any] = {}
-        self.pending: dict[tuple[str, str | None], Event] = {}   # unresolved errors, first per kind+rank
+        # unresolved errors: the first per kind and rank, and how many failures it stands for
+        self.pending: dict[tuple[str, str | None], list[Any]] = {}
         self.fatal: dict[str, Event] = {}                       # process-end lines since the last ready
         self.ready: Event | None = None
         self.first_ready: Event | None = None
@@ -142,7 +143,6 @@ class Tracker:
         if not matches:
             self._attach(line, details)
             return 0
-        self.seen += 1
         if self.traceback is not None and rank is None:
             rank = self.traceback.rank
         want = 0
@@ -152,10 +152,12 @@ class Tracker:
                 e = Event(line, r.kind, r.severity, r.engine, r.name, text.strip(), rank, when, dict(r.fields))
                 e.fields.update(f)
                 self._marker(e)
+                self.seen += 1
                 want = max(want, r.window)
         if failures:
             e = self._merge(line, text, body, rank, when, failures, details)
             if e is not None:
+                self.seen += 1
                 want = max(want, self._failure(e, max(r.window for r, _ in failures)))
         return want
 
@@ -166,15 +168,15 @@ class Tracker:
             self.ready = e
             if self.first_ready is None:
                 self.first_ready = e
-            for p in self.pending.values():
-                self._survived(p)
+            for first, weight in self.pending.values():
+                self._survived(first, weight)
             self.pending.clear()
             self.fatal.clear()
             self.traceback = None
         elif e.kind == ev.PROGRESS:
             self.progress = e
             for key in [k for k in self.pending if k[1] == e.rank]:
-                self._survived(self.pending.pop(key))
+                self._survived(*self.pending.pop(key))
         elif e.kind == ev.TRACEBACK:
             self.traceback = e
         elif e.kind == ev.HINT:
@@ -182,14 +184,14 @@ class Tracker:
             self.hints.setdefault(hint, {k: v for k, v in e.fields.items() if k != "hint"} or True)
             if e.fields.get("mlir_pass"):
                 self.hints["mlir_pass"] = e.fields["mlir_pass"]
-            if e.fields.get("device"):
-                self.hints.setdefault("device", e.fields["device"])
+        if e.fields.get("device"):
+            self.hints.setdefault("device", e.fields["device"])
 
-    def _survived(self, e: Event) -> None:
+    def _survived(self, e: Event, weight: int) -> None:
         e.caught = True
         fc = self.classes.get(e.kind)
         if fc is not None:
-            fc.survived += e.weight
+            fc.survived += weight
 
     # -- failures ----------------------------------------------------------------------------
     def _merge(self, line: int, text: str, body: str, rank: str | None, when: float | None,
@@ -208,7 +210,9 @@ class Tracker:
             if reasons:
                 fields["reason"] = min(reasons, key=_SPECIFIC.__getitem__)
         else:
-            kind = min(kinds, key=lambda k: _SPECIFIC.get(k, len(_SPECIFIC)))
+            # "RuntimeError: <what>" is an exception line by form; a rule that names <what> wins.
+            named = [k for k in kinds if k != ev.EXCEPTION] or kinds
+            kind = min(named, key=lambda k: _SPECIFIC.get(k, len(_SPECIFIC)))
         severity = max((r.severity for r, _ in matches), key=_SEVERITY.__getitem__)
         in_tb = self.traceback is not None
         if kind == ev.LOGGED_ERROR and in_tb:
@@ -249,7 +253,8 @@ class Tracker:
         if e.severity == ev.FATAL:
             self.fatal.setdefault(e.kind, e)
         elif e.severity == ev.ERROR and not e.caught:
-            self.pending.setdefault((e.kind, e.rank), e)
+            slot = self.pending.setdefault((e.kind, e.rank), [e, 0])
+            slot[1] += e.weight
         if window or e.kind in ev.TILE_KINDS:
             # A caught tactic failure owns the error lines that quote it (the next line may carry
             # "Failed to initialize cutlass ..." and then the backtrace).
@@ -266,7 +271,11 @@ class Tracker:
         e.caught = True
         fc = self.classes[e.kind]
         fc.survived += e.weight
-        self.pending.pop((e.kind, e.rank), None)
+        slot = self.pending.get((e.kind, e.rank))
+        if slot is not None:
+            slot[1] -= e.weight
+            if slot[0] is e or slot[1] <= 0:
+                del self.pending[(e.kind, e.rank)]
         owner.fields.setdefault("reason", e.kind)
         for t in e.tiles:
             self._add_tile(owner, t)
@@ -300,7 +309,8 @@ class Tracker:
     # -- the end -------------------------------------------------------------------------------
     def finish(self, lines: int, nbytes: int, *, arch: str | None = None, gpu: str | None = None,
                arch_source: str | None = None) -> Diagnosis:
-        candidates = [e for e in list(self.pending.values()) + list(self.fatal.values()) if not e.caught]
+        pending = [slot[0] for slot in self.pending.values()]
+        candidates = [e for e in pending + list(self.fatal.values()) if not e.caught]
         failures = sorted(self.classes.values(), key=lambda f: f.first_line)
         decisive: Event | None = None
         cause = None

@@ -13,7 +13,7 @@ E = "generic"
 
 # The final line of a traceback: a dotted exception name, then an optional message. It is matched
 # against the line with its rank/timestamp/level prefix removed (see parser.strip_prefix).
-_EXC = (r"^(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure))"
+_EXC = (r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt|Failure))"
         r"(?::\s*(?P<error>.*))?$")
 
 RULES = (

@@ -29,7 +29,8 @@ RULES = (
          "(APIServer pid=4000) INFO 10-06 20:04:35 [api_server.py:1896] Starting vLLM API server 0 on "
          "http://0.0.0.0:8000", fields=(("phase", "starting the API server"),)),
     Rule("engine-init-failed", E, ENGINE_DIED, FATAL, "Engine core initialization failed",
-         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
+         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+         pattern=r"^(?:[\w.]+: )?Engine core initialization failed", body=True),
     Rule("proc-died", E, ENGINE_DIED, FATAL, "died unexpectedly",
          "(APIServer pid=4000) ERROR 10-06 20:07:43 [core_client.py:564] Engine core proc EngineCore_DP0 "
          "died unexpectedly, shutting down client."),

@@ -1,0 +1,86 @@
+"""Every diagnosis rule against the real-format line it documents, and the chunk gate's coverage."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilefit.diagnose import diagnose_bytes
+from tilefit.diagnose import events as ev
+from tilefit.diagnose.events import Rule
+from tilefit.diagnose.rules import ENGINE_MODULES, all_rules, default_rules
+
+RULES = all_rules()
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[f"{r.engine}.{r.name}" for r in RULES])
+def test_rule_matches_its_example(rule: Rule):
+    from tilefit.diagnose.parser import strip_prefix
+
+    body = strip_prefix(rule.example)[0]
+    matched = [r for r, _ in default_rules().match(rule.example, body)]
+    assert rule in matched
+
+
+@pytest.mark.parametrize("rule", [r for r in RULES if r.gate], ids=lambda r: f"{r.engine}.{r.name}")
+def test_gate_lets_every_example_through(rule: Rule):
+    assert default_rules().gate.search(rule.example.encode()) is not None
+
+
+@pytest.mark.parametrize("rule", [r for r in RULES if r.kind not in (ev.HINT, ev.TRACEBACK)],
+                         ids=lambda r: f"{r.engine}.{r.name}")
+def test_example_alone_gives_its_kind(rule: Rule):
+    """A one-line log made of the example is diagnosed with the rule's kind (or, for a line that
+    also names a more specific failure, that one) somewhere in the result."""
+    d = diagnose_bytes(rule.example.encode() + b"\n")
+    kinds = {f.kind for f in d.failures}
+    if rule.kind == ev.READY:
+        assert d.ready is not None and d.ready.line == 1
+    elif rule.kind == ev.PROGRESS:
+        assert d.verdict == "in-progress" and d.phase
+    elif rule.kind == ev.EXCEPTION:
+        assert kinds, d
+    else:
+        assert rule.kind in kinds or kinds & set(ev.CAUSE_PRIORITY), (rule.name, kinds)
+
+
+def test_rules_are_grouped_by_engine_and_named_uniquely():
+    assert {m.__name__.rsplit(".", 1)[1] for m in ENGINE_MODULES} == {
+        "sglang", "vllm", "trtllm", "flashinfer", "triton", "cutlass", "generic"}
+    for m in ENGINE_MODULES:
+        names = [r.name for r in m.RULES]
+        assert len(names) == len(set(names)), m.__name__
+        assert {r.engine for r in m.RULES} == {m.E}
+
+
+def test_rule_rejects_an_example_without_its_needle_and_unknown_severities():
+    with pytest.raises(ValueError, match="needle"):
+        Rule("x", "generic", ev.KILLED, ev.FATAL, "Killed", "nothing here")
+    with pytest.raises(ValueError, match="severity"):
+        Rule("x", "generic", ev.KILLED, "bad", "Killed", "Killed")
+
+
+def test_benign_kinds_never_rank_as_causes():
+    assert ev.TACTIC_SKIPPED not in ev.CAUSE_PRIORITY
+    assert ev.LOGGED_ERROR not in ev.CAUSE_PRIORITY
+
+
+@pytest.mark.parametrize("line,field,value", [
+    ("[Autotuner]: Skipped 20 unsupported tactic(s) for trtllm::fused_moe::gemm2 (enable debug logs)",
+     "count", 20),
+    ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 147456, Hardware "
+     "limit: 101376. Reducing block sizes or `num_stages` may help.", "limit", "101376"),
+])
+def test_fields_are_extracted(line: str, field: str, value):
+    d = diagnose_bytes(line.encode() + b"\n")
+    fc = d.failures[0]
+    got = fc.count if field == "count" else fc.fields[field]
+    assert got == value
+
+
+def test_unsupported_tile_enum_keeps_k_in_bytes_and_cluster_form_reads_elements():
+    d = diagnose_bytes(b"RuntimeError: [TensorRT-LLM][ERROR] Unsupported tile shape config 256128128 for MoE gemm.\n"
+                       b"[TensorRT-LLM][ERROR] Assertion failed: Unsupported tile (128, 256, 128) and cluster "
+                       b"(1, 1, 1) shape combination for arch 120.\n")
+    fc = d.failure(ev.UNSUPPORTED_TILE)
+    assert fc is not None and fc.tiles == ["256x128x128B", "128x256x128"]
+    assert d.arch == "sm120"
