@@ -168,3 +168,18 @@ def check_weight_dtype(dtype: str) -> str:
     if d not in WEIGHT_DTYPES:
         raise UsageError(f"unknown weight dtype {dtype!r}; use one of {', '.join(WEIGHT_DTYPES)}")
     return d
+
+
+@dataclass(frozen=True, slots=True)
+class FinalizeState:
+    """Whether the engine lets FlashInfer/TensorRT-LLM use the fused FINALIZE epilogue for gemm2
+    (and so profiles the FINALIZE tactics at warmup), and why."""
+
+    engine: str
+    enabled: bool
+    why: str
+    sources: tuple[Source, ...] = field(compare=False)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"engine": self.engine, "enabled": self.enabled, "why": self.why,
+                "sources": [str(s) for s in self.sources]}
