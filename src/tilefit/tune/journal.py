@@ -1,0 +1,122 @@
+"""The tuning journal: one JSON line per measurement, flushed and fsynced as it is made.
+
+A line holds target, shape, batch (null for a compile result, which holds for every batch),
+config, result, versions and GPU. `Journal.open(path, resume=True)` reads earlier lines back
+(a torn last line from a SIGKILL is dropped) so a resumed run skips what is already measured,
+and the same file doubles as a recorded landscape for the replay target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tilefit.errors import UsageError
+from tilefit.tune.results import Result, from_json, to_json
+
+FORMAT = 1
+
+
+def config_key(config_dict: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted((k, int(v)) for k, v in config_dict.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    target: str
+    shape: str  # TuneShape.key()
+    batch: int | None  # None: a compile result
+    config: dict[str, int]
+    result: Result
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        return (self.target, self.shape, self.batch, config_key(self.config))
+
+
+def read_entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
+    """Every complete line of a journal; a torn last line is skipped, a bad middle line is an error."""
+    p = Path(path)
+    try:
+        lines = p.read_bytes().split(b"\n")
+    except OSError as e:
+        raise UsageError(f"cannot read journal {p}: {e.strerror or e}") from None
+    for n, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            d = json.loads(raw)
+            yield Entry(d["target"], d["shape"], d["batch"], dict(d["config"]),
+                        from_json(d["result"]))
+        except (ValueError, KeyError, TypeError) as e:
+            if n == len(lines):
+                return  # no newline after it: the line a kill cut short
+            raise UsageError(f"journal {p} line {n} is not a tilefit journal entry ({e}); "
+                             f"move it aside or start without --resume") from None
+
+
+class Journal:
+    """Append-only, thread-safe; `lookup` answers from lines already written (this run or earlier)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, resume: bool, context: Mapping[str, Any],
+                 sync: bool = True):
+        self.path = Path(path)
+        self.sync = sync  # fsync every line (off only for bulk recordings that can be redone)
+        self.context = dict(context)  # versions and GPU, written on every line
+        self._known: dict[tuple[Any, ...], Result] = {}
+        self._lock = threading.Lock()
+        self.resumed = 0
+        if resume and self.path.exists():
+            for e in read_entries(self.path):
+                self._known[e.key] = e.result
+            self.resumed = len(self._known)
+            self._drop_torn_tail()
+        elif self.path.exists() and self.path.stat().st_size:
+            raise UsageError(f"journal {self.path} exists; pass --resume to continue it, or choose "
+                             f"another --out folder")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "ab")
+        except OSError as e:
+            raise UsageError(f"cannot write journal {self.path}: {e.strerror or e}") from None
+
+    def _drop_torn_tail(self) -> None:
+        """Cut a partial last line so the next append starts on a fresh line."""
+        data = self.path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            with open(self.path, "r+b") as f:
+                f.truncate(data.rfind(b"\n") + 1)
+
+    def lookup(self, target: str, shape: str, batch: int | None,
+               config: Mapping[str, Any]) -> Result | None:
+        with self._lock:
+            return self._known.get((target, shape, batch, config_key(config)))
+
+    def record(self, target: str, shape: str, batch: int | None, config: Mapping[str, Any],
+               result: Result) -> None:
+        line = {"v": FORMAT, "target": target, "shape": shape, "batch": batch,
+                "config": {k: int(v) for k, v in config.items()}, "result": to_json(result),
+                **self.context}
+        data = (json.dumps(line, sort_keys=False) + "\n").encode()
+        with self._lock:
+            self._file.write(data)
+            self._file.flush()
+            if self.sync:
+                os.fsync(self._file.fileno())
+            self._known[(target, shape, batch, config_key(config))] = result
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,56 @@
+"""Search strategies, one module each, all with one entry point:
+`search(space, evaluate, budget, options) -> SearchResult` (types in base.py).
+
+`get_strategy(name)` returns the module; `make_options(module, {...})` builds its frozen Options,
+rejecting unknown keys with the list of known ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from types import ModuleType
+from typing import Any
+
+from tilefit.errors import UsageError, unknown_name
+
+STRATEGIES: dict[str, str] = {
+    "fast": "tilefit.tune.strategies.fast",
+    "exhaustive": "tilefit.tune.strategies.exhaustive",
+}
+
+
+def get_strategy(name: str) -> ModuleType:
+    if name not in STRATEGIES:
+        raise unknown_name("strategy", name, STRATEGIES, "tilefit tune --help")
+    return importlib.import_module(STRATEGIES[name])
+
+
+def make_options(module: ModuleType, values: dict[str, Any] | None = None) -> Any:
+    """The module's Options from `values`; unknown keys are a UsageError naming the known ones."""
+    cls = module.Options
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    values = dict(values or {})
+    unknown = sorted(set(values) - set(known))
+    if unknown:
+        raise UsageError(f"unknown option(s) {', '.join(unknown)} for strategy "
+                         f"{module.__name__.rsplit('.', 1)[-1]!r}; known: {', '.join(known) or 'none'}")
+    typed = {}
+    for k, v in values.items():
+        default = known[k].default
+        try:
+            typed[k] = type(default)(v) if default is not dataclasses.MISSING else v
+        except (TypeError, ValueError):
+            raise UsageError(f"strategy option {k}={v!r}: expected a {type(default).__name__}") from None
+    return cls(**typed)
+
+
+def parse_option_text(items: list[str] | None) -> dict[str, str]:
+    """['top=8', 'beam=2'] -> {'top': '8', 'beam': '2'}."""
+    out = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"strategy option {item!r} must look like NAME=VALUE")
+        out[key.strip()] = value.strip()
+    return out

@@ -1,0 +1,116 @@
+"""What the tuner needs from "a kernel we can tune": the shape type and the Target protocol.
+
+A target is built in every worker process from a `TargetSpec` (an importable class and JSON-able
+keyword arguments), so worker processes never unpickle live objects. Its configs are frozen,
+hashable values with `as_dict()` (the engines' six keys) and `label()`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+GEMMS = ("gemm1", "gemm2", "both")
+
+
+@dataclass(frozen=True, slots=True)
+class TuneShape:
+    """One MoE layer on one GPU, and which of its GEMMs a tuning job times.
+
+    gemm1: [T_e, hidden] x [hidden, 2*width]; gemm2: [T_e, width] x [width, hidden];
+    "both": gemm1 + gemm2 timed together with one config (how vLLM stores its configs).
+    Tokens pick `topk` of `total_experts`; only the `experts` held here (ids 0..experts-1, rank 0)
+    are computed, so under EP a GPU sees about batch*topk*experts/total_experts assignments.
+    """
+
+    gemm: str
+    experts: int  # local experts E (the E of the engines' file names)
+    hidden: int  # H
+    width: int  # per-rank expert width I/tp (the N of the engines' file names)
+    topk: int
+    dtype: str  # "bf16" | "fp16" | "fp8" (fp8: e4m3 with 128x128 block scales)
+    total_experts: int = 0  # 0: same as experts
+
+    def __post_init__(self) -> None:
+        if self.gemm not in GEMMS:
+            raise ValueError(f"gemm must be one of {', '.join(GEMMS)}, got {self.gemm!r}")
+        if self.total_experts == 0:
+            object.__setattr__(self, "total_experts", self.experts)
+
+    @property
+    def nk(self) -> tuple[int, int]:
+        """(N, K) of this job's GEMM (gemm1's for "both")."""
+        return (2 * self.width, self.hidden) if self.gemm in ("gemm1", "both") else (self.hidden, self.width)
+
+    def with_gemm(self, gemm: str) -> TuneShape:
+        return TuneShape(gemm, self.experts, self.hidden, self.width, self.topk, self.dtype,
+                         self.total_experts)
+
+    def key(self) -> str:
+        """Stable text key for journals and replay files."""
+        return (f"{self.gemm}:E={self.experts}/{self.total_experts},H={self.hidden},"
+                f"I={self.width},k={self.topk},{self.dtype}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gemm": self.gemm, "experts": self.experts, "hidden": self.hidden,
+                "width": self.width, "topk": self.topk, "dtype": self.dtype,
+                "total_experts": self.total_experts}
+
+    def assignments(self, batch: int) -> float:
+        """Expected (token, expert) pairs computed on this GPU for `batch` tokens."""
+        return batch * self.topk * self.experts / self.total_experts
+
+
+@dataclass(frozen=True, slots=True)
+class TargetSpec:
+    """How a worker process builds the target: 'package.module:Class' and its keyword arguments."""
+
+    factory: str
+    kwargs: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
+
+    @classmethod
+    def of(cls, factory: str, **kwargs: Any) -> TargetSpec:
+        return cls(factory, tuple(sorted(kwargs.items())))
+
+    def build(self) -> Target:
+        module, _, name = self.factory.partition(":")
+        return getattr(importlib.import_module(module), name)(**dict(self.kwargs))
+
+
+class Target(Protocol):
+    """A tunable kernel. Methods named compile/run/check run inside worker processes and may
+    raise; the worker turns any exception into a result value (results.py)."""
+
+    name: str
+    jobs: tuple[str, ...]  # which GEMM jobs it tunes: ("gemm1", "gemm2") or ("both",)
+
+    def space(self, shape: TuneShape) -> list[Any]:
+        """Every config the target can run for `shape` (before any fit filter)."""
+
+    def config_from_dict(self, data: dict[str, Any]) -> Any: ...
+
+    def default_config(self, shape: TuneShape, batch: int) -> Any:
+        """The config the engine uses when it has no tuned file."""
+
+    def fit_reason(self, config: Any, shape: TuneShape) -> Any:
+        """None when the config fits the device, else a DoesNotFit from the SMEM model."""
+
+    def compile(self, config: Any, shape: TuneShape) -> None:
+        """Compile (or warm the compiler cache for) one config; may run without a GPU."""
+
+    def run(self, config: Any, shape: TuneShape, batch: int) -> float:
+        """Median kernel time in microseconds."""
+
+    def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
+        """None when the output matches the reference, else what differs."""
+
+    def is_fatal(self, error: BaseException) -> bool:
+        """True when `error` leaves the process unusable (e.g. a poisoned CUDA context)."""
+
+    def versions(self) -> dict[str, str]: ...
+
+    def write(self, out_dir: Path, shape: TuneShape, device_name: str,
+              winners: dict[str, dict[int, Any]]) -> list[Path]:
+        """Store the chosen configs ({job: {batch: config}}) in the target's format."""

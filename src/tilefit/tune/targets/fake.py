@@ -1,0 +1,150 @@
+"""A fake target for CPU tests: the triton-moe config space, deterministic synthetic times, and
+configs that misbehave on purpose (compile crash / hang / segfault, run crash / hang / segfault /
+poisoned context / a shared-memory failure the model did not predict).
+
+Times are a seeded, structured distortion of the performance model (per-axis-value factors, a
+BLOCK_M x BLOCK_N interaction, a little per-config noise), so the model ranks imperfectly as on
+real hardware, yet every call with the same seed gives the same number.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+from tilefit.tune.targets.base import TuneShape
+
+LIMIT_SM90 = 232448  # the fake device's shared-memory limit (sm90 opt-in, FACTS.md section 1)
+
+
+class FakeFailure(RuntimeError):
+    pass
+
+
+class PoisonedContext(RuntimeError):
+    """Stands in for CUDA's 'an illegal memory access was encountered'."""
+
+
+def _unit(*parts: Any) -> float:
+    """A deterministic number in [0, 1) from `parts`."""
+    digest = hashlib.sha256(repr(parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") / 2**64
+
+
+def _labels(values: Any) -> frozenset[str]:
+    return frozenset(str(v).replace(" ", "") for v in (values or ()))
+
+
+class FakeTarget:
+    """Keyword arguments name misbehaving configs as 'BM,BN,BK,GM,warps,stages' strings."""
+
+    name = "fake"
+    jobs = ("gemm1", "gemm2")
+
+    def __init__(self, *, seed: int = 0, gpu: str = "h200", smem_limit: int = LIMIT_SM90,
+                 compile_crash: Any = (), compile_hang: Any = (), compile_segv: Any = (),
+                 run_crash: Any = (), run_hang: Any = (), run_segv: Any = (), run_fatal: Any = (),
+                 smem_lie: Any = (), compile_sleep_s: float = 0.0, run_sleep_s: float = 0.0,
+                 grid: str = "full", jobs: Any = ("gemm1", "gemm2")):
+        self.seed = seed
+        self.gpu = gpu
+        self.smem_limit = smem_limit
+        self.bad = {name: _labels(v) for name, v in dict(
+            compile_crash=compile_crash, compile_hang=compile_hang, compile_segv=compile_segv,
+            run_crash=run_crash, run_hang=run_hang, run_segv=run_segv, run_fatal=run_fatal,
+            smem_lie=smem_lie).items()}
+        self.compile_sleep_s = compile_sleep_s
+        self.run_sleep_s = run_sleep_s
+        self.grid = grid
+        self.jobs = tuple(jobs)
+
+    # -- the config space ---------------------------------------------------------------------
+    def space(self, shape: TuneShape) -> list[Any]:
+        from tilefit.kernels.triton_moe.config import grid_configs
+
+        return grid_configs(shape.dtype, self.grid)
+
+    def config_from_dict(self, data: dict[str, Any]) -> Any:
+        from tilefit.kernels.triton_moe.config import MoEConfig
+
+        return MoEConfig.from_dict(data)
+
+    def default_config(self, shape: TuneShape, batch: int) -> Any:
+        from tilefit.kernels.triton_moe.config import MoEConfig
+
+        return MoEConfig(16, 32, 64, 1, 4, 3) if batch <= shape.experts else MoEConfig(64, 64, 64, 16, 4, 3)
+
+    def smem_bytes(self, config: Any, shape: TuneShape) -> int:
+        """The fake's shared-memory model: (stages - 1) x (BM + BN) x BK x bytes (FACTS.md s.4)."""
+        elem = 1 if shape.dtype == "fp8" else 2
+        return (config.num_stages - 1) * (config.block_m + config.block_n) * config.block_k * elem
+
+    def fit_reason(self, config: Any, shape: TuneShape) -> Any:
+        from tilefit.tune.results import DoesNotFit
+
+        need = self.smem_bytes(config, shape)
+        return None if need <= self.smem_limit else DoesNotFit("shared memory", need, self.smem_limit)
+
+    # -- misbehaviour -----------------------------------------------------------------------------
+    def _misbehave(self, phase: str, config: Any) -> None:
+        label = ",".join(map(str, config.values()))
+        if label in self.bad[f"{phase}_segv"]:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if label in self.bad[f"{phase}_hang"]:
+            time.sleep(3600)
+        if label in self.bad[f"{phase}_crash"]:
+            raise FakeFailure(f"PassManager::run failed (fake {phase} crash for {label})")
+        if phase == "run" and label in self.bad["run_fatal"]:
+            raise PoisonedContext("CUDA error: an illegal memory access was encountered (fake)")
+
+    def compile(self, config: Any, shape: TuneShape) -> None:
+        if self.compile_sleep_s:
+            time.sleep(self.compile_sleep_s)
+        self._misbehave("compile", config)
+
+    def run(self, config: Any, shape: TuneShape, batch: int) -> float:
+        if self.run_sleep_s:
+            time.sleep(self.run_sleep_s)
+        self._misbehave("run", config)
+        label = ",".join(map(str, config.values()))
+        if label in self.bad["smem_lie"]:
+            need = self.smem_bytes(config, shape) + self.smem_limit
+            raise FakeFailure(f"out of resource: shared memory, Required: {need}, "
+                              f"Hardware limit: {self.smem_limit}. Reducing block sizes or "
+                              f"num_stages may help.")
+        return self.time_us(config, shape, batch)
+
+    def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
+        return None
+
+    def is_fatal(self, error: BaseException) -> bool:
+        return isinstance(error, PoisonedContext)
+
+    # -- the synthetic landscape ----------------------------------------------------------------
+    def time_us(self, config: Any, shape: TuneShape, batch: int) -> float:
+        from tilefit.hw.catalog import get_gpu
+        from tilefit.tune.perfmodel import Device, predict_us
+
+        dev = Device.from_gpu(get_gpu(self.gpu), shape.dtype)
+        base = predict_us(config, shape, batch, dev, self.smem_bytes(config, shape))
+        bucket = batch.bit_length() // 3  # neighbouring batch sizes share their quirks
+        factor = 1.0
+        for axis, value in zip(("bm", "bn", "bk", "gm", "w", "s"), config.values()):
+            factor *= 1.0 + 0.25 * _unit(self.seed, shape.gemm, bucket, axis, value)
+        factor *= 1.0 + 0.1 * _unit(self.seed, shape.gemm, bucket, "bm*bn", config.block_m,
+                                    config.block_n)
+        factor *= 1.0 + 0.005 * _unit(self.seed, shape.key(), batch, config.values())
+        return round(base * factor, 4)
+
+    def versions(self) -> dict[str, str]:
+        return {"fake": str(self.seed)}
+
+    def write(self, out_dir: Path, shape: TuneShape, device_name: str,
+              winners: dict[str, dict[int, Any]]) -> list[Path]:
+        from tilefit.tune.store import write_tilefit_store
+
+        return [write_tilefit_store(out_dir, "fake", shape, device_name, winners, self.versions())]

@@ -1,0 +1,215 @@
+"""Isolated worker processes: whatever a config does to its process, the run goes on.
+
+Each `Worker` is one spawned process that builds the target from its spec and answers requests
+(compile / run / check) over a pipe. The parent waits with a deadline: a hang is killed (Timeout),
+a dead process (segfault, abort, os._exit) becomes Crashed(signal), an exception becomes a result
+value, and an error the target calls fatal (a poisoned CUDA context) retires the process. The
+next request starts a fresh process. `WorkerPool` runs many requests over several workers: one
+per CPU core for compiling, one per GPU for timing.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tilefit.tune.results import (CompileFailed, Crashed, LaunchFailed, Ok, Result, Timeout,
+                                  parse_out_of_resources)
+from tilefit.tune.targets.base import TargetSpec, TuneShape
+
+# Exit code a worker uses when it retires itself after a fatal error.
+_RETIRE = 3
+_MESSAGE_CHARS = 2000
+
+
+def _classify(op: str, error: BaseException) -> Result:
+    text = f"{type(error).__name__}: {error}"
+    fit = parse_out_of_resources(text)
+    if fit is not None:
+        return fit
+    text = text.strip()[:_MESSAGE_CHARS]
+    return CompileFailed(text) if op == "compile" else LaunchFailed(text)
+
+
+def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
+    """Child process: build the target once, then serve requests until told to stop."""
+    if device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    try:
+        target = spec.build()
+    except BaseException as e:  # report, then exit: every request to this worker fails alike
+        conn.send(("init-failed", f"{type(e).__name__}: {e}"[:_MESSAGE_CHARS]))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            op, config_dict, shape_dict, batch = conn.recv()
+        except (EOFError, OSError):
+            return
+        if op == "stop":
+            return
+        fatal = False
+        try:
+            config = target.config_from_dict(config_dict)
+            shape = TuneShape(**shape_dict)
+            if op == "compile":
+                target.compile(config, shape)
+                reply: Any = None
+            elif op == "run":
+                reply = Ok(float(target.run(config, shape, batch)))
+            elif op == "check":
+                reply = target.check(config, shape, batch)
+            else:
+                raise ValueError(f"unknown request {op!r}")
+        except Exception as e:  # failure is data
+            reply = _classify(op, e)
+            fatal = bool(target.is_fatal(e))
+            if os.environ.get("TILEFIT_TUNE_DEBUG"):
+                traceback.print_exc()
+        conn.send(("reply" if not fatal else "retiring", reply))
+        if fatal:
+            conn.close()
+            os._exit(_RETIRE)
+
+
+class Worker:
+    """One isolated process, restarted on demand after a crash, hang or fatal error."""
+
+    def __init__(self, spec: TargetSpec, device: int | None = None, *, start_timeout: float = 120.0):
+        self.spec = spec
+        self.device = device
+        self.start_timeout = start_timeout
+        self.starts = 0
+        self._proc: Any = None
+        self._conn: Any = None
+        self._ctx = mp.get_context("spawn")
+
+    @property
+    def restarts(self) -> int:
+        return max(0, self.starts - 1)
+
+    def _start(self) -> Result | None:
+        self.starts += 1
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=_worker_main, args=(child, self.spec, self.device),
+                                 daemon=True)
+        proc.start()
+        child.close()
+        self._proc, self._conn = proc, parent
+        if not parent.poll(self.start_timeout):
+            self._kill()
+            return Timeout(self.start_timeout, "start")
+        try:
+            kind, detail = parent.recv()
+        except (EOFError, OSError):
+            return self._reap("start")
+        if kind != "ready":
+            self._kill()
+            return LaunchFailed(f"worker could not build the target: {detail}")
+        return None
+
+    def call(self, op: str, config: Any, shape: TuneShape, batch: int | None,
+             timeout: float) -> Any:
+        """Send one request; the reply, or a Timeout / Crashed / LaunchFailed value."""
+        if self._proc is None or not self._proc.is_alive():
+            failed = self._start()
+            if failed is not None:
+                return failed
+        try:
+            self._conn.send((op, config.as_dict(), shape.as_dict(), batch))
+            if not self._conn.poll(timeout):
+                self._kill()
+                return Timeout(timeout, op)
+            kind, reply = self._conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            return self._reap(op)
+        if kind == "retiring":  # a fatal error retires the process after its reply
+            self._proc.join(5)
+            self._kill()
+        return reply
+
+    def _reap(self, phase: str) -> Crashed:
+        proc = self._proc
+        proc.join(5)
+        if proc.is_alive():
+            self._kill()
+        code = proc.exitcode
+        self._proc = None
+        if code is not None and code < 0:
+            return Crashed(-code, None, phase)
+        return Crashed(None, code, phase)
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.is_alive():
+            proc.kill()  # SIGKILL: a hung compiler or kernel gets no say
+        proc.join(5)
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(("stop", None, None, None))
+            except (OSError, BrokenPipeError):
+                pass
+            self._proc.join(2)
+        self._kill()
+
+
+class WorkerPool:
+    """Several workers serving a list of requests in parallel; results come back in input order."""
+
+    def __init__(self, spec: TargetSpec, devices: Sequence[int | None], *, timeout: float):
+        if not devices:
+            raise ValueError("a worker pool needs at least one worker")
+        self.timeout = timeout
+        self.workers = [Worker(spec, d) for d in devices]
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        for w in self.workers:
+            self._idle.put(w)
+        self._threads = ThreadPoolExecutor(max_workers=len(self.workers))
+
+    def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]],
+            on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+        def one(i: int) -> Any:
+            worker = self._idle.get()
+            try:
+                config, shape, batch = items[i]
+                out = worker.call(op, config, shape, batch, self.timeout)
+            finally:
+                self._idle.put(worker)
+            if on_done is not None:
+                on_done(i, out)
+            return out
+
+        return list(self._threads.map(one, range(len(items))))
+
+    @property
+    def restarts(self) -> int:
+        return sum(w.restarts for w in self.workers)
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.stop()
+        self._threads.shutdown(wait=True)
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def default_compile_workers() -> int:
+    """One compile worker per CPU core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+

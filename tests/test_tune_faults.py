@@ -1,0 +1,120 @@
+"""Fault injection on the CPU with the fake target: a config whose compile crashes, hangs or
+segfaults, a run that poisons its process, a shared-memory failure the model missed, and a run
+killed with SIGKILL then resumed, which must end exactly where an uninterrupted run ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tilefit.kernels.triton_moe.config import MoEConfig
+from tilefit.tune.results import CompileFailed, Crashed, LaunchFailed, Ok, Timeout
+from tilefit.tune.run import JOURNAL, TuneRequest, tune
+from tilefit.tune.targets.base import TargetSpec, TuneShape
+from tilefit.tune.workers import Worker, WorkerPool
+
+SHAPE = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+GOOD = MoEConfig(64, 128, 64, 16, 4, 3)
+CRASH, HANG, SEGV = MoEConfig(32, 64, 64, 1, 4, 3), MoEConfig(32, 64, 64, 1, 4, 4), \
+    MoEConfig(32, 64, 64, 1, 8, 3)
+FATAL, LIE = MoEConfig(16, 64, 64, 1, 4, 3), MoEConfig(16, 64, 64, 1, 8, 3)
+
+
+def _label(c):
+    return ",".join(map(str, c.values()))
+
+
+def _spec(**extra):
+    return TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=7, grid="distinct",
+                         compile_crash=[_label(CRASH)], compile_hang=[_label(HANG)],
+                         compile_segv=[_label(SEGV)], run_fatal=[_label(FATAL)],
+                         smem_lie=[_label(LIE)], **extra)
+
+
+def test_worker_survives_crash_hang_segfault_and_poison():
+    w = Worker(_spec())
+    try:
+        assert w.call("compile", GOOD, SHAPE, None, 20) is None
+        assert isinstance(w.call("compile", CRASH, SHAPE, None, 20), CompileFailed)
+        hung = w.call("compile", HANG, SHAPE, None, 1.0)
+        assert hung == Timeout(1.0, "compile")
+        seg = w.call("compile", SEGV, SHAPE, None, 20)
+        assert isinstance(seg, Crashed) and seg.signal == signal.SIGSEGV
+        poisoned = w.call("run", FATAL, SHAPE, 64, 20)
+        assert isinstance(poisoned, LaunchFailed) and "illegal memory access" in poisoned.message
+        ok = w.call("run", GOOD, SHAPE, 64, 20)  # a fresh process answers
+        assert isinstance(ok, Ok) and ok.time_us > 0
+        assert w.restarts == 3  # after the hang, the segfault and the poisoned context
+    finally:
+        w.stop()
+
+
+def test_pool_keeps_order_and_isolates_failures():
+    items = [(c, SHAPE, None) for c in (GOOD, CRASH, SEGV, GOOD)]
+    with WorkerPool(_spec(), [None, None], timeout=20) as pool:
+        out = pool.map("compile", items)
+    assert out[0] is None and out[3] is None
+    assert isinstance(out[1], CompileFailed) and isinstance(out[2], Crashed)
+
+
+def _request(out: Path, **kw) -> TuneRequest:
+    base = dict(batches=(1, 64), out_dir=out, gpu="h200", device_name="NVIDIA H200",
+                compile_workers=2, compile_timeout_s=1.0, run_timeout_s=5.0,
+                options={"top": 12})
+    base.update(kw)
+    spec = base.pop("spec", _spec())
+    return TuneRequest(spec, (SHAPE,), **base)
+
+
+def _outcome(report):
+    return [(r.job, r.batch, r.config, r.time_us, r.trials) for r in report.rows]
+
+
+def test_run_goes_on_through_faults_and_reports_model_bugs(tmp_path):
+    # Exhaustive over the small 'distinct' grid, so every misbehaving config is certainly tried.
+    spec = _spec(jobs=["gemm1"])
+    report = tune(_request(tmp_path, spec=spec, strategy="exhaustive", batches=(64,),
+                           options={"chunk": 64}))
+    (row,) = report.rows
+    assert row.config is not None and row.time_us > 0
+    assert row.failures.get("compile-failed") == 1 and row.failures.get("timeout") == 1
+    assert row.failures.get("crashed") == 1 and row.failures.get("launch-failed") == 1
+    assert [b["config"] for b in report.model_bugs] == [LIE.as_dict()]
+    assert row.trials == row.space - row.prefiltered
+    stored = json.loads(Path(report.files[0]).read_text())
+    assert stored["gemm1"]["64"] == row.config_dict
+
+
+_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_tune_faults import _request, _spec
+from tilefit.tune.run import tune
+if __name__ == "__main__":
+    tune(_request(Path({out!r}), spec=_spec(run_sleep_s=0.02)))
+"""
+
+
+def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
+    clean = tune(_request(tmp_path / "clean"))
+    killed_dir = tmp_path / "killed"
+    code = _CHILD.format(tests=str(Path(__file__).parent), out=str(killed_dir))
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    journal = killed_dir / JOURNAL
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_text().count('"batch": 64') >= 5:
+            break
+        time.sleep(0.05)
+    os.killpg(child.pid, signal.SIGKILL)  # the tuner and its workers, mid-run
+    child.wait()
+    assert journal.exists() and not (killed_dir / "tune_summary.json").exists()
+    resumed = tune(_request(killed_dir, resume=True))
+    assert resumed.resumed_entries > 0
+    assert _outcome(resumed) == _outcome(clean)

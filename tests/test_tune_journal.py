@@ -1,0 +1,59 @@
+"""Result values and the journal: exact round trips, torn last lines, resume lookups."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tilefit.errors import UsageError
+from tilefit.tune.journal import Journal, read_entries
+from tilefit.tune.results import (CompileFailed, Crashed, DoesNotFit, LaunchFailed, Ok, Timeout,
+                                  describe, from_json, parse_out_of_resources, to_json)
+
+ALL = [Ok(12.5), DoesNotFit("shared memory", 245760, 232448), CompileFailed("PassManager::run failed"),
+       LaunchFailed("illegal memory access"), Timeout(5.0, "compile"), Crashed(11, None, "run")]
+CFG = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1,
+       "num_warps": 4, "num_stages": 3}
+
+
+@pytest.mark.parametrize("result", ALL)
+def test_results_round_trip(result):
+    assert from_json(json.loads(json.dumps(to_json(result)))) == result
+    assert describe(result)
+
+
+def test_triton_out_of_resources_is_does_not_fit():
+    msg = ("OutOfResources: out of resource: shared memory, Required: 147456, Hardware limit: "
+           "101376. Reducing block sizes or `num_stages` may help.")
+    assert parse_out_of_resources(msg) == DoesNotFit("shared memory", 147456, 101376)
+    assert parse_out_of_resources("RuntimeError: PassManager::run failed") is None
+
+
+def test_resume_reads_back_and_tolerates_torn_line(tmp_path):
+    path = tmp_path / "j.jsonl"
+    with Journal(path, resume=False, context={"gpu": "NVIDIA H200"}) as j:
+        for i, r in enumerate(ALL):
+            j.record("fake", "s", i, CFG, r)
+        j.record("fake", "s", None, CFG, Ok(0.0))
+    with open(path, "ab") as f:  # a SIGKILL in the middle of a write
+        f.write(b'{"v": 1, "target": "fake", "shape": "s", "ba')
+    with pytest.raises(UsageError, match="--resume"):
+        Journal(path, resume=False, context={})
+    with Journal(path, resume=True, context={}) as j:
+        assert j.resumed == len(ALL) + 1
+        for i, r in enumerate(ALL):
+            assert j.lookup("fake", "s", i, dict(reversed(list(CFG.items())))) == r
+        assert j.lookup("fake", "s", 99, CFG) is None
+        j.record("fake", "s", 99, CFG, Ok(1.0))
+    # The torn tail was cut before appending: every line parses.
+    entries = list(read_entries(path))
+    assert len(entries) == len(ALL) + 2 and entries[-1].result == Ok(1.0)
+    assert all(json.loads(line)["gpu"] for line in path.read_text().splitlines()[:3])
+
+
+def test_bad_middle_line_is_usage_error(tmp_path):
+    path = tmp_path / "j.jsonl"
+    path.write_text('{"nope": 1}\n{"also": 2}\n')
+    with pytest.raises(UsageError, match="line 1"):
+        Journal(path, resume=True, context={})

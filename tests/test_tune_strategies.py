@@ -1,0 +1,114 @@
+"""Strategies on a recorded landscape (the replay target): the fast strategy must find a config
+within 2% of the exhaustive best with at most 5% of its trials; options are checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilefit.errors import UsageError
+from tilefit.hw.catalog import get_gpu
+from tilefit.tune.perfmodel import Device, floor_us, predict_us
+from tilefit.tune.results import LaunchFailed, Ok
+from tilefit.tune.strategies import get_strategy, make_options, parse_option_text
+from tilefit.tune.strategies.base import Budget, SearchSpace
+from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.fake import FakeTarget
+from tilefit.tune.targets.replay import ReplayTarget, record
+
+# GLM-5 per-GPU shapes (FACTS.md section 2): EP8 gemm1 and TP8 gemm2.
+EP8 = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+TP8 = TuneShape("gemm2", 256, 6144, 256, 8, "bf16", 256)
+BATCHES = [1, 16, 256, 4096]
+
+
+@pytest.fixture(scope="module")
+def landscapes(tmp_path_factory):
+    """Two synthetic landscapes (different seeds), recorded to journal files and replayed."""
+    out = []
+    for seed in (3, 4):
+        fake = FakeTarget(seed=seed)
+        path = tmp_path_factory.mktemp("rec") / f"seed{seed}.jsonl"
+        record(fake, [EP8, TP8], BATCHES, path)
+        out.append((fake, ReplayTarget(path=str(path))))
+    return out
+
+
+def _evaluate(replay, shape, batch):
+    def run(configs):
+        out = []
+        for c in configs:
+            r = replay.recorded(shape, batch, c)
+            out.append(r if r is not None else LaunchFailed("not recorded"))
+        return out
+    return run
+
+
+def test_fast_is_within_2pct_of_exhaustive_with_5pct_of_trials(landscapes):
+    dev = Device.from_gpu(get_gpu("h200"), "bf16")
+    fast, exhaustive = get_strategy("fast"), get_strategy("exhaustive")
+    checked = 0
+    for fake, replay in landscapes:
+        for shape in (EP8, TP8):
+            space = replay.space(shape)
+            assert len(space) == sum(fake.fit_reason(c, shape) is None for c in fake.space(shape))
+            previous = None
+            for b in BATCHES:
+                def predict(c, _s=shape, _b=b):
+                    return predict_us(c, _s, _b, dev, fake.smem_bytes(c, _s))
+                ev = _evaluate(replay, shape, b)
+                ex = exhaustive.search(SearchSpace(tuple(space), predict), ev, Budget())
+                fa = fast.search(SearchSpace(tuple(space), predict, (previous,) if previous else ()),
+                                 ev, Budget())
+                previous = fa.best
+                assert ex.trials == len(space)
+                assert fa.trials <= 0.05 * ex.trials, (shape.key(), b, fa.trials)
+                assert fa.best_time_us <= 1.02 * ex.best_time_us, (shape.key(), b, fa.best, ex.best)
+                # The landscape distorts the model upward: nothing beats the roofline floor.
+                assert ex.best_time_us >= floor_us(shape, b, dev)
+                checked += 1
+    assert checked == 16
+
+
+def test_exhaustive_respects_trial_budget_and_reports_failures():
+    shape = EP8
+    fake = FakeTarget(seed=0, grid="distinct")
+    space = tuple(c for c in fake.space(shape) if fake.fit_reason(c, shape) is None)
+    bad = space[1]
+
+    def ev(configs):
+        return [LaunchFailed("boom") if c == bad else Ok(fake.time_us(c, shape, 64)) for c in configs]
+
+    res = get_strategy("exhaustive").search(SearchSpace(space), ev, Budget(trials=10),
+                                            make_options(get_strategy("exhaustive"), {"chunk": 4}))
+    assert res.trials == 10
+    assert dict(res.measured)[bad] == LaunchFailed("boom")
+    assert res.best != bad and res.best_time_us == min(fake.time_us(c, shape, 64) for c in space[:10] if c != bad)
+
+
+def test_fast_uses_seeds_and_handles_empty_space():
+    fast = get_strategy("fast")
+    fake = FakeTarget(seed=0, grid="distinct")
+    space = tuple(c for c in fake.space(EP8) if fake.fit_reason(c, EP8) is None)
+    seen = []
+
+    def ev(configs):
+        seen.extend(configs)
+        return [Ok(fake.time_us(c, EP8, 16)) for c in configs]
+
+    fast.search(SearchSpace(space, None, (space[-1],)), ev, Budget(trials=5))
+    assert seen[0] == space[-1] and len(seen) == 5
+    empty = fast.search(SearchSpace(()), ev, Budget())
+    assert empty.best is None and empty.trials == 0
+
+
+def test_options_are_checked():
+    fast = get_strategy("fast")
+    assert make_options(fast, parse_option_text(["top=12", "chunk=4"])).top == 12
+    with pytest.raises(UsageError, match="known: top, beam"):
+        make_options(fast, {"topp": 3})
+    with pytest.raises(UsageError, match="expected a int"):
+        make_options(fast, {"top": "many"})
+    with pytest.raises(UsageError, match="did you mean"):
+        get_strategy("exhaustiv")
+    with pytest.raises(UsageError, match="NAME=VALUE"):
+        parse_option_text(["top"])
