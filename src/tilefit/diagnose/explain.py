@@ -13,6 +13,7 @@ from typing import Any
 
 from tilefit.diagnose import events as ev
 from tilefit.diagnose.verdict import FATAL, RECOVERED, Diagnosis, FailureClass
+from tilefit.kernels.base import EXCEEDS_SMEM, FITS
 
 CUTLASS_FAMILY = "flashinfer-cutlass"
 MAX_TILES = 8
@@ -149,10 +150,13 @@ def _tiles(d: Diagnosis, arch: Any, classes: list[FailureClass], family_loader: 
     counts = ", ".join(f"{fc.count} {fc.kind}" for fc in classes)
     out: list[Explanation] = []
     if not tiles:
+        how = ("rerun with TLLM_LOG_LEVEL=DEBUG (the warning says so) to see the exceptions"
+               if d.engine == "trtllm" else
+               "FlashInfer >= 0.6.8 logs each failed tactic only at DEBUG level; rerun with FlashInfer's "
+               "debug logging to see them")
         out.append(Explanation("tiles", f"{counts}: the log does not name the failing tiles",
-                               "FlashInfer >= 0.6.8 logs each failed tactic only at DEBUG level; rerun "
-                               "with FlashInfer's debug logging to see them, or run `tilefit fit --family "
-                               f"{CUTLASS_FAMILY}` for the tiles that cannot fit"))
+                               f"{how}, or run `tilefit fit --family {CUTLASS_FAMILY}` for the tiles that "
+                               "cannot fit"))
     elif arch is None:
         out.append(Explanation("tiles", f"{counts}; tiles {', '.join(tiles[:MAX_TILES])}: arch unknown "
                                "(the log names none), so they cannot be sized",
@@ -205,8 +209,14 @@ def _size_tile(family: Any, tile: str, arch: Any, fields: dict[str, Any]) -> Exp
         top = fp.dominant()
         stages = f", {fp.stages} stages" if fp.stages else ""
         verdict = "fits" if v.fits else "does NOT fit"
-        return Explanation(about, f"{label} ({dtype}) on {arch.name} {verdict}: needs {fp.total:,} B vs "
-                           f"limit {v.limit:,} B{stages}; largest term {top.name} {top.bytes:,} B. {v.reason}")
+        finding = (f"{label} ({dtype}) on {arch.name} {verdict}: needs {fp.total:,} B vs limit {v.limit:,} B"
+                   f"{stages}; largest term {top.name} {top.bytes:,} B")
+        if v.status not in (FITS, EXCEEDS_SMEM):
+            finding += f"; {v.status}: {v.reason}"
+        elif v.fits:
+            finding += ("; it fits, so it failed for another reason (a tile with no dispatch case, or a "
+                        "model error: `tilefit fit --verify` compiles it)")
+        return Explanation(about, finding)
     except Exception as e:  # the fit engine is someone else's code: report, never fail the diagnosis
         return Explanation(about, f"fit engine for {CUTLASS_FAMILY} could not size it: {type(e).__name__}: {e}")
 
@@ -244,9 +254,13 @@ def _tactic_summary(d: Diagnosis, classes: list[FailureClass]) -> str:
 
 
 def _tile_remedy(d: Diagnosis, fields: dict[str, Any]) -> str:
-    steps = ["harmless on their own; to stop profiling them, list them in a FLASHINFER_TACTICS_BLOCKLIST "
-             "file (a JSON path FlashInfer's autotuner loads at start)",
-             f"`tilefit fit --family {CUTLASS_FAMILY} --emit-blocklist` prints the tactics predicted to fail"]
+    if d.engine == "trtllm":
+        steps = ["harmless on their own: TensorRT-LLM's autotuner records failed tactics and picks another"]
+    else:
+        steps = ["harmless on their own; to stop profiling them, list them in a FLASHINFER_TACTICS_BLOCKLIST "
+                 "file (a JSON path FlashInfer's autotuner loads at start)",
+                 f"`tilefit fit --family {CUTLASS_FAMILY} --emit-blocklist` prints the tactics predicted to "
+                 "fail"]
     if fields.get("finalize") or fields.get("gemm") == "gemm2":
         if d.engine == "sglang":
             steps.append("the fused-finalize GEMM2 epilogue needs more shared memory: "

@@ -44,6 +44,7 @@ class LineScanner:
         self.bytes = 0
         self._carry = b""        # the unterminated tail of the previous chunk (capped)
         self._skipping = False   # inside an over-long line whose head is already in _carry
+        self._hit = b""          # ... and a slice around the first needle in the dropped middle
         self._window = 0
 
     def feed(self, data: bytes) -> None:
@@ -52,11 +53,10 @@ class LineScanner:
         self.bytes += len(data)
         if self._skipping:
             nl = data.find(b"\n")
+            self._note_skipped(data if nl < 0 else data[:nl])
             if nl < 0:
                 return
-            self._skipping = False
-            self._emit(self._carry, 0, len(self._carry))
-            self._carry = b""
+            self._end_overlong()
             data = data[nl + 1:]
         buf = self._carry + data if self._carry else data
         end = buf.rfind(b"\n")
@@ -68,16 +68,32 @@ class LineScanner:
 
     def close(self) -> None:
         """End of input: a final line without a newline still counts."""
-        if self._carry:
+        if self._skipping:
+            self._end_overlong()
+        elif self._carry:
             self._emit(self._carry, 0, len(self._carry))
             self._carry = b""
-        self._skipping = False
 
     def _hold(self, tail: bytes) -> None:
         if len(tail) > self.max_line:
-            self._carry, self._skipping = tail[:self.max_line], True
+            self._carry, self._skipping, self._hit = tail[:self.max_line], True, b""
+            self._note_skipped(tail[self.max_line:])
         else:
             self._carry = tail
+
+    def _note_skipped(self, piece: bytes) -> None:
+        """The middle of an over-long line is dropped, except a slice around its first needle."""
+        if not self._hit:
+            m = self.gate.search(piece)
+            if m:
+                self._hit = piece[max(0, m.start() - 1024):m.end() + 4096]
+
+    def _end_overlong(self) -> None:
+        head = self._carry
+        if self._hit:  # keep the total under the cap: half the head, then the needle's slice
+            head = head[:self.max_line // 2] + b" ... " + self._hit[:self.max_line // 2 - 8]
+        self._carry, self._hit, self._skipping = b"", b"", False
+        self._emit(head, 0, len(head))
 
     def _scan(self, buf: bytes, end: int) -> None:
         """Process the complete lines buf[:end+1] (buf[end] is the last LF)."""

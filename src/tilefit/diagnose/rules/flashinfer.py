@@ -24,8 +24,4 @@ RULES = (
     Rule("tuning-progress", E, PROGRESS, MARKER, "AutoTuner]: Tuning ",
          "[AutoTuner]: Tuning trtllm::fused_moe::gemm1:  50%|#####     | 5/10 [00:01<00:01, 4.2profile/s]",
          pattern=r"Tuning (?P<op>\S+?):", fields=(("phase", "FlashInfer autotuning"),)),
-    Rule("autotune-process", E, PROGRESS, MARKER, "Autotuning process ",
-         "2025-10-06 20:04:05,002 - INFO - autotuner.py:262 - flashinfer.jit: [Autotuner]: Autotuning "
-         "process starts ...", pattern=r"Autotuning process (?P<step>starts|ends)",
-         fields=(("phase", "FlashInfer autotuning"),)),
 )

@@ -1,12 +1,13 @@
 """Rules every engine shares: Python tracebacks, CUDA and NCCL errors, the kernel's OOM killer,
-crashes, exit codes, logged ERROR lines and uvicorn's readiness lines (sglang, vLLM and
+crashes, exit codes, logged ERROR lines, the autotuner's start/end lines (FlashInfer's autotuner
+is TensorRT-LLM's, ported; both print them) and uvicorn's readiness lines (sglang, vLLM and
 trtllm-serve all serve through uvicorn)."""
 
 from __future__ import annotations
 
 from tilefit.diagnose.events import (
     BENIGN, CRASHED, CUDA_ERROR, CUDA_OOM, ERROR, EXCEPTION, EXIT, FATAL, ILLEGAL_ACCESS,
-    ILLEGAL_INSTRUCTION, KILLED, LOGGED_ERROR, MARKER, NCCL, READY, TRACEBACK, Rule,
+    ILLEGAL_INSTRUCTION, KILLED, LOGGED_ERROR, MARKER, NCCL, PROGRESS, READY, TRACEBACK, Rule,
 )
 
 E = "generic"
@@ -75,4 +76,8 @@ RULES = (
          "(APIServer pid=4000) INFO:     Application startup complete."),
     Rule("uvicorn-running", E, READY, MARKER, "Uvicorn running on",
          "[2025-10-06 20:09:03] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)"),
+    Rule("autotune-process", E, PROGRESS, MARKER, "Autotuning process ",
+         "2025-10-06 20:04:05,002 - INFO - autotuner.py:262 - flashinfer.jit: [Autotuner]: Autotuning "
+         "process starts ...", pattern=r"Autotuning process (?P<step>starts|ends)",
+         fields=(("phase", "autotuning"),)),
 )
