@@ -20,10 +20,12 @@ from tilefit.hw.catalog import Arch, get_arch
 # The engine's own spelling of the two families, and the switch that selects each.
 _SELECT = {
     ("sglang", "triton-moe"): ("triton", "--moe-runner-backend triton"),
-    ("sglang", "flashinfer-cutlass"): ("flashinfer_cutlass", "--moe-runner-backend flashinfer_cutlass"),
+    ("sglang", "flashinfer-cutlass"): ("flashinfer_cutlass",
+                                       "--moe-runner-backend flashinfer_cutlass"),
     ("vllm", "triton-moe"): ("TRITON", "--moe-backend triton"),
     ("vllm", "flashinfer-cutlass"): ("FLASHINFER_CUTLASS", "--moe-backend flashinfer_cutlass"),
-    ("trtllm", "flashinfer-cutlass"): ("CUTLASS", "moe_config: {backend: CUTLASS} in the LLM API options YAML"),
+    ("trtllm", "flashinfer-cutlass"): ("CUTLASS",
+                                       "moe_config: {backend: CUTLASS} in the LLM API options"),
 }
 
 # Where FlashInfer's CUTLASS MoE takes each weight dtype (vLLM's FlashInferExperts checks,
@@ -140,8 +142,8 @@ def _forced(engine: str, dtype: str, a: Arch, family_opt: str, version: str | No
                              f"only, not {a.name}; use --backend auto or triton")
         if engine == "sglang" and dtype.startswith("fp8"):
             # sglang's Fp8MoEMethod has no flashinfer_cutlass path: it runs those layers on Triton.
-            caveats.append("sglang runs FP8 experts on Triton even under "
-                           "--moe-runner-backend flashinfer_cutlass (Fp8MoEMethod.create_moe_runner)")
+            caveats.append("sglang runs FP8 experts on Triton even under --moe-runner-backend "
+                           "flashinfer_cutlass (Fp8MoEMethod.create_moe_runner)")
             family = "triton-moe"
             if a.cc < _FP8_TENSOR_CORE_MIN_CC:
                 raise UsageError(f"{a.name} has no FP8 tensor cores for the Triton fp8 MoE path")

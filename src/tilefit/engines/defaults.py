@@ -27,7 +27,8 @@ _TRITON_DEFAULTS_SRC = Source("triton-lang/triton", "python/triton/backends/nvid
 SGLANG_LOW_SMEM_CUTOFF = 128 * 1024
 
 _VLLM_PATH = "vllm/model_executor/layers/fused_moe/fused_moe.py (get_default_config)"
-_SGL_OLD = "python/sglang/srt/layers/moe/fused_moe_triton/fused_moe_triton_config.py (get_default_config)"
+_SGL_OLD = ("python/sglang/srt/layers/moe/fused_moe_triton/fused_moe_triton_config.py "
+            "(get_default_config)")
 _SGL_NEW = ("python/sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py "
             "(get_default_config)")
 SRC = {

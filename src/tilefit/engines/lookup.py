@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from tilefit.engines.types import ConfigLookup, Source, check_engine, check_weight_dtype, parse_version
+from tilefit.engines.types import (
+    ConfigLookup, Source, check_engine, check_weight_dtype, parse_version)
 from tilefit.errors import UsageError
 from tilefit.tune.config_files import sglang_config_name, sglang_version_dir, vllm_config_name
 
@@ -75,7 +76,8 @@ def installed_triton_version() -> str | None:
 
 
 def find_tuned_config(engine: str, *, E: int, N: int, device_name: str, weight_dtype: str,
-                      triton_version: str | None = None, config_dir: str | os.PathLike[str] | None = None,
+                      triton_version: str | None = None,
+                      config_dir: str | os.PathLike[str] | None = None,
                       environ: Mapping[str, str] | None = None, engine_version: str | None = None,
                       down: bool = False) -> ConfigLookup:
     """The tuned config file the engine would load for (E, N, device, dtype), or None.
@@ -113,7 +115,8 @@ def _vllm(E, N, device_name, dtype, block, user, env) -> ConfigLookup:
         roots.append(pkg.joinpath(*VLLM_PKG_CONFIGS))
     tried = tuple(r / name for r in roots)
     found = next((p for p in tried if p.is_file()), None)
-    note = "" if pkg is not None else "vllm is not installed here: its shipped configs were not searched"
+    note = "" if pkg is not None else \
+        "vllm is not installed here: its shipped configs were not searched"
     return ConfigLookup("vllm", name, found, tried, note)
 
 

@@ -62,7 +62,8 @@ def remedies(engine: str, family: str, *, arch: Arch | str | None = None,
         bad = [k for k in kinds if k not in REMEDY_KINDS]
         if bad:
             raise UsageError(f"unknown remedy kind {bad[0]!r}; use {', '.join(REMEDY_KINDS)}")
-    arch_name = None if arch is None else (arch.name if isinstance(arch, Arch) else get_arch(str(arch)).name)
+    arch_name = None if arch is None else (
+        arch.name if isinstance(arch, Arch) else get_arch(str(arch)).name)
     sources, _, rows = _table()
     fill = {"dir": dir or "<dir>", "name": name or "<config file>", "file": file or "<file.json>"}
     out = []
