@@ -133,6 +133,14 @@ def test_align_pads_each_expert_and_skips_empty_ones(block_m):
             assert int(flat[row]) == int(al.expert_ids[block_of[pos]])
 
 
+def test_align_drops_other_ranks_experts():
+    ids = torch.tensor([[0, -1], [5, 1], [-1, -1], [1, 0]])  # E=2 local experts; -1 and 5 elsewhere
+    al = moe_align(ids, 2, 16)
+    valid = sorted(int(r) for r in al.sorted_ids if r < ids.numel())
+    assert valid == [0, 3, 6, 7]
+    assert al.expert_ids.tolist() == [0, 1]
+
+
 if __name__ == "__main__":  # the child process, with TRITON_INTERPRET=1 set by the parent
     if sys.argv[1] == "case":
         print(json.dumps(_run_case(sys.argv[2], sys.argv[3])))

@@ -117,13 +117,61 @@ def _write_atomic(path: Path, text: str) -> None:
         raise
 
 
+class _SharedFound(Exception):
+    def __init__(self, shared: int):
+        super().__init__(shared)
+        self.shared = shared
+
+
+def _stop_after_smem_allocation(backend, stages, options, language, capability) -> None:
+    """Stages hook: run make_llir's passes up to shared-memory allocation, then stop.
+
+    The allocation pass sets the module's `ttg.shared`, which is what make_llir copies into
+    metadata.shared; the LLVM, PTX and cubin stages (most of the time) do not change it.
+    """
+    from triton._C.libtriton import ir, nvidia, passes
+    from triton.backends.nvidia.compiler import get_ptx_version_from_options
+
+    def shared_only(mod, metadata):
+        ptx_version = get_ptx_version_from_options(options, backend.target.arch)
+        pm = ir.pass_manager(mod.context)
+        passes.ttgpuir.add_combine_tensor_select_and_if(pm)
+        passes.ttgpuir.add_allocate_warp_groups(pm)
+        passes.convert.add_scf_to_cf(pm)
+        passes.gluon.add_inliner(pm)
+        nvidia.passes.ttgpuir.add_allocate_shared_memory_nv(pm, capability, ptx_version)
+        pm.run(mod, "tilefit_smem")
+        raise _SharedFound(int(mod.get_int_attr("ttg.shared")))
+
+    stages["llir"] = shared_only
+    for later in ("ptx", "cubin"):
+        stages.pop(later, None)
+
+
+def _compile_shared_only(src, target, options) -> int:
+    import triton
+    from triton import knobs
+
+    previous = knobs.runtime.add_stages_inspection_hook
+    knobs.runtime.add_stages_inspection_hook = _stop_after_smem_allocation
+    try:
+        compiled = triton.compile(src, target=target, options=options)
+    except _SharedFound as found:
+        return found.shared
+    finally:
+        knobs.runtime.add_stages_inspection_hook = previous
+    return int(compiled.metadata.shared)  # served whole from Triton's own cache
+
+
 def compile_kernel(fn: Any, cc: int, *, args: dict[str, Any], constexprs: dict[str, Any],
                    num_warps: int, num_stages: int, use_cache: bool = True,
-                   cache: Path | None = None) -> CompileResult:
+                   cache: Path | None = None, full: bool = False) -> CompileResult:
     """Compile `fn` for GPUTarget('cuda', cc, 32) and return its shared memory and metadata.
 
     `args` holds every runtime argument (a Pointer for tensors, an int/float otherwise, with a value
-    typical of a real launch); `constexprs` the tl.constexpr arguments.
+    typical of a real launch); `constexprs` the tl.constexpr arguments. By default compilation stops
+    once shared memory is allocated (`metadata` then holds only that); full=True runs the whole
+    pipeline to a cubin (seconds to tens of seconds for large tiles) and returns all metadata.
     """
     version = triton_version()
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
@@ -136,7 +184,7 @@ def compile_kernel(fn: Any, cc: int, *, args: dict[str, Any], constexprs: dict[s
 
     signature, consts, attrs = _specialise(fn, args, constexprs)
     options = {"num_warps": int(num_warps), "num_stages": int(num_stages)}
-    key = _cache_key(fn, cc, signature, consts, attrs, options)
+    key = _cache_key(fn, cc, signature, consts, attrs, {**options, "full": bool(full)})
     path = (cache or cache_dir()) / f"{key}.json"
     if use_cache and path.exists():
         try:
@@ -144,11 +192,16 @@ def compile_kernel(fn: Any, cc: int, *, args: dict[str, Any], constexprs: dict[s
             return CompileResult(**{**data, "seconds": 0.0, "cached": True})
         except (ValueError, TypeError):
             pass  # a damaged entry is recompiled and rewritten
+    src = ASTSource(fn, signature, consts, attrs)
+    target = GPUTarget("cuda", int(cc), 32)
     t0 = time.perf_counter()
-    compiled = triton.compile(ASTSource(fn, signature, consts, attrs),
-                              target=GPUTarget("cuda", int(cc), 32), options=options)
+    if full:
+        compiled = triton.compile(src, target=target, options=options)
+        md = (compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict")
+              else dict(vars(compiled.metadata)))
+    else:
+        md = {"shared": _compile_shared_only(src, target, options), "stopped_after": "smem-alloc"}
     seconds = time.perf_counter() - t0
-    md = compiled.metadata._asdict() if hasattr(compiled.metadata, "_asdict") else vars(compiled.metadata)
     scalars = {k: v for k, v in md.items()
                if isinstance(v, (int, float, str, bool)) and k not in ("shared", "hash")}
     result = CompileResult(shared=int(md["shared"]), target=f"cuda:{cc}", triton_version=version,

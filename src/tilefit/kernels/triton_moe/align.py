@@ -2,7 +2,8 @@
 rows to a multiple of BLOCK_SIZE_M, so that every block of the grouped GEMM belongs to one expert.
 
 topk_ids [T, k] -> sorted_ids [P] (flat assignment index t*k + j, or the sentinel T*k for padding),
-expert_ids [P / BLOCK_SIZE_M]. Experts that receive no token get no block at all. Pure torch.
+expert_ids [P / BLOCK_SIZE_M]. Experts that receive no token get no block at all; ids outside
+[0, E) (another rank's experts under expert parallelism, marked -1) are dropped. Pure torch.
 """
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ def moe_align(topk_ids: Any, num_experts: int, block_m: int) -> Alignment:
     """Expert-sorted, block-padded row order for `topk_ids` [T, k] (any device)."""
     import torch
 
-    flat = topk_ids.reshape(-1).to(torch.int64)
-    num_valid = flat.numel()
-    dev = flat.device
+    flat_all = topk_ids.reshape(-1).to(torch.int64)
+    num_valid = flat_all.numel()
+    dev = flat_all.device
+    local = torch.nonzero((flat_all >= 0) & (flat_all < num_experts)).reshape(-1)
+    flat = flat_all[local]
     counts = torch.bincount(flat, minlength=num_experts)
     padded = (counts + block_m - 1) // block_m * block_m  # 0 for experts with no token
     pad_end = torch.cumsum(padded, 0)
@@ -35,10 +38,10 @@ def moe_align(topk_ids: Any, num_experts: int, block_m: int) -> Alignment:
     order = torch.sort(flat, stable=True).indices
     experts_sorted = flat[order]
     first_of_expert = torch.cumsum(counts, 0) - counts
-    rank = torch.arange(num_valid, device=dev) - first_of_expert[experts_sorted]
+    rank = torch.arange(flat.numel(), device=dev) - first_of_expert[experts_sorted]
     num_padded = int(pad_end[-1].item()) if num_experts else 0
     sorted_ids = torch.full((num_padded,), num_valid, dtype=torch.int32, device=dev)
-    sorted_ids[pad_start[experts_sorted] + rank] = order.to(torch.int32)
+    sorted_ids[pad_start[experts_sorted] + rank] = local[order].to(torch.int32)
     blocks_per_expert = padded // block_m
     expert_ids = torch.repeat_interleave(
         torch.arange(num_experts, device=dev, dtype=torch.int32), blocks_per_expert)

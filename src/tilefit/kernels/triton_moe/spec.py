@@ -54,7 +54,8 @@ def oracle_args(config: MoEConfig, dtype: str, *, gemm: str = "gemm1",
 
 
 def compile_config(config: MoEConfig, cc: int, dtype: str, *, gemm: str = "gemm1",
-                   shape: dict[str, int] | None = None, use_cache: bool = True):
+                   shape: dict[str, int] | None = None, use_cache: bool = True,
+                   full: bool = False):
     """The live oracle for one config: a CompileResult (shared bytes and metadata)."""
     from tilefit.oracles.triton_compile import compile_kernel, triton_version
 
@@ -64,4 +65,4 @@ def compile_config(config: MoEConfig, cc: int, dtype: str, *, gemm: str = "gemm1
     args, constexprs = oracle_args(config, dtype, gemm=gemm, shape=shape)
     return compile_kernel(fused_moe_kernel, cc, args=args, constexprs=constexprs,
                           num_warps=config.num_warps, num_stages=config.num_stages,
-                          use_cache=use_cache)
+                          use_cache=use_cache, full=full)

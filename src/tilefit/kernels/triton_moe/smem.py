@@ -1,0 +1,254 @@
+"""Shared memory of our fused-MoE kernel as a formula plus a per-(Triton version, arch, dtype)
+calibration learned from compiler runs, byte-exact with `triton.compile` on the engines' grid.
+
+What the compiler does (read off its figures, see scripts/calibrate_triton.py): the software
+pipeliner keeps `buffers` copies of the A tile [BM, BK] and the B tile [BK, BN], where buffers is
+num_stages (Hopper wgmma / Blackwell tcgen05 paths, BLOCK_SIZE_M >= 64) or num_stages - 1 (mma.sync
+paths); a few configs add a small calibrated amount (mbarriers on sm100, layout-conversion scratch
+for the fp8 block scales). GROUP_SIZE_M only reorders program ids and never changes the figure.
+
+  bytes = max((stages - offset[BM]) * (BM*BK + BK*BN) * elem + per_stage[g] * stages + const[g],
+              epilogue_scratch[g])
+  g = (BM, BN, BK, num_warps); the three extras are 0 unless the calibration lists g.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections import defaultdict
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tilefit.hw.catalog import Arch
+from tilefit.kernels.base import SmemFootprint, SmemTerm
+
+ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+# fp16 compiles to the same shared memory as bf16 (same element size and layouts); the tests
+# check a sample live. Calibration tables therefore hold "bf16" and "fp8" only.
+TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
+_FILE_RE = re.compile(r"^calib_triton-(\d+)\.(\d+)\.(\d+)\.json$")
+
+
+def table_key(arch: str, dtype: str, cfg: Any) -> str:
+    """Key of one recorded oracle figure: 'sm90/bf16/BM,BN,BK,warps,stages' (GROUP_SIZE_M dropped)."""
+    bm, bn, bk, _gm, w, s = cfg if isinstance(cfg, tuple) else cfg.values()
+    return f"{arch}/{TABLE_DTYPE[dtype]}/{bm},{bn},{bk},{w},{s}"
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=1, sort_keys=True)
+            f.write("\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitting (used by scripts/calibrate_triton.py): recorded oracle figures -> calibration
+
+
+def fit_calibration(table: dict[str, Any]) -> dict[str, Any]:
+    """Learn offset[BM] and the per-group extras from recorded figures; exact or listed as exceptions.
+
+    For each (arch, dtype) and group g = (BM, BN, BK, warps), the figures over num_stages follow a
+    line, bytes = slope * stages + intercept, read off the two deepest stage counts; slope -
+    stage_bytes is the per-stage extra; the offset is the whole number of stage buffers the
+    intercept removes; the rest is the constant. A shallow config can sit above the line: its
+    epilogue's layout conversion needs more scratch than the pipeline buffers it reuses; that
+    scratch is the group's floor.
+    """
+    groups: dict[tuple[str, str], dict[tuple[int, ...], dict[int, int]]] = defaultdict(
+        lambda: defaultdict(dict))
+    for key, shared in table["entries"].items():
+        arch, dtype, vals = key.split("/")
+        bm, bn, bk, w, s = map(int, vals.split(","))
+        groups[(arch, dtype)][(bm, bn, bk, w)][s] = int(shared)
+    out: dict[str, Any] = {"triton_version": table["triton_version"],
+                           "kernel_hash": table.get("kernel_hash", ""), "archs": {}}
+    for (arch, dtype), by_group in sorted(groups.items()):
+        elem = ELEM_BYTES[dtype]
+        fitted = {}
+        for g, figures in by_group.items():
+            bm, bn, bk, _w = g
+            stage = (bm * bk + bk * bn) * elem
+            ss = sorted(figures)
+            if len(ss) > 1:
+                hi, lo = ss[-1], ss[-2]
+                slope = (figures[hi] - figures[lo]) // (hi - lo)
+            else:  # one recorded stage count: assume no per-stage extra (more points would tell)
+                hi, slope = ss[-1], stage
+            intercept = figures[hi] - slope * hi
+            offset = -(intercept // stage) if intercept < 0 else 0
+            fitted[g] = (offset, slope - stage, intercept + offset * stage)
+        rule: dict[str, int] = {}
+        for bm in {g[0] for g in fitted}:
+            # one offset per BLOCK_SIZE_M (the MMA path); the most common wins, others go to const
+            counts = [o for g, (o, _, _) in fitted.items() if g[0] == bm]
+            rule[str(bm)] = max(set(counts), key=counts.count)
+        extra: dict[str, list[int]] = {}
+        exceptions: dict[str, int] = {}
+        for g, (o, per_stage, const) in fitted.items():
+            bm, bn, bk, w = g
+            stage = (bm * bk + bk * bn) * elem
+            const += (o - rule[str(bm)]) * stage  # absorb a group whose offset differs
+            line = {s: (s - rule[str(bm)]) * stage + per_stage * s + const for s in by_group[g]}
+            above = [fig for s, fig in by_group[g].items() if fig > line[s]]
+            scratch = max(above, default=0)
+            if per_stage or const or scratch:
+                extra[f"{bm},{bn},{bk},{w}"] = [per_stage, const, scratch]
+            for s, fig in by_group[g].items():
+                if max(line[s], scratch) != fig:
+                    exceptions[f"{bm},{bn},{bk},{w},{s}"] = fig
+        out["archs"].setdefault(arch, {})[dtype] = {
+            "offset_by_block_m": dict(sorted(rule.items(), key=lambda kv: int(kv[0]))),
+            "extra": dict(sorted(extra.items())),
+            "exceptions": dict(sorted(exceptions.items())),
+            "configs_fitted": sum(len(f) for f in by_group.values())}
+    return out
+
+
+def check_against_table(table: dict[str, Any], calib: dict[str, Any]) -> list[str]:
+    """Lines for every recorded figure the calibration does not reproduce (should be none)."""
+    bad = []
+    for key, shared in table["entries"].items():
+        arch, dtype, vals = key.split("/")
+        bm, bn, bk, w, s = map(int, vals.split(","))
+        c = calib["archs"][arch][dtype]
+        got = c["exceptions"].get(vals)
+        if got is None:
+            per_stage, const, scratch = c["extra"].get(f"{bm},{bn},{bk},{w}", (0, 0, 0))
+            got = max((s - c["offset_by_block_m"][str(bm)]) * (bm * bk + bk * bn)
+                      * ELEM_BYTES[dtype] + per_stage * s + const, scratch)
+        if got != shared:
+            bad.append(f"{key}: model {got} != oracle {shared}")
+    return bad
+
+
+# ---------------------------------------------------------------------------------------------
+# The model
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
+
+
+@lru_cache(maxsize=1)
+def _available() -> dict[tuple[int, ...], str]:
+    data = resources.files("tilefit.kernels.triton_moe") / "data"
+    found = {}
+    for entry in data.iterdir():
+        m = _FILE_RE.match(entry.name)
+        if m:
+            found[tuple(int(x) for x in m.groups())] = entry.name
+    return found
+
+
+def _installed_triton() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("triton")
+    except Exception:  # noqa: BLE001 - not installed, or broken metadata
+        return None
+
+
+@lru_cache(maxsize=4)
+def load_calibration(version: str | None = None) -> dict[str, Any]:
+    """The calibration for `version` (default: the installed Triton), else the newest shipped."""
+    avail = _available()
+    if not avail:
+        raise FileNotFoundError("no triton-moe calibration tables shipped; run scripts/calibrate_triton.py")
+    want = _version_tuple(version or _installed_triton() or "")
+    pick = want if want in avail else max(avail)
+    data = resources.files("tilefit.kernels.triton_moe") / "data" / avail[pick]
+    calib = json.loads(data.read_text())
+    calib["_requested"] = ".".join(map(str, want)) if want else "none installed"
+    calib["_lookup"] = {
+        (arch, dt): ({int(k): v for k, v in c["offset_by_block_m"].items()},
+                     {tuple(map(int, k.split(","))): tuple(v) for k, v in c["extra"].items()},
+                     {tuple(map(int, k.split(","))): v for k, v in c["exceptions"].items()})
+        for arch, per in calib["archs"].items() for dt, c in per.items()}
+    return calib
+
+
+def model_version() -> str:
+    """The Triton version whose calibration the model uses."""
+    return load_calibration()["triton_version"]
+
+
+def _calibrated(arch: Arch, dtype: str):
+    calib = load_calibration()
+    try:
+        return calib["_lookup"][(arch.name, TABLE_DTYPE[dtype])]
+    except KeyError:
+        from tilefit.errors import UsageError
+
+        raise UsageError(f"no triton-moe calibration for {arch.name}/{dtype} (triton "
+                         f"{calib['triton_version']}); run scripts/calibrate_triton.py "
+                         f"--archs {arch.name}") from None
+
+
+_NO_EXTRA = (0, 0, 0)
+
+
+def total_bytes(cfg: Any, arch: Arch, dtype: str) -> int:
+    """Shared memory `cfg` requests at launch on `arch` (fast path, no breakdown)."""
+    offsets, extra, exceptions = _calibrated(arch, dtype)
+    bm, bn, bk, _gm, w, s = cfg.values()
+    exc = exceptions.get((bm, bn, bk, w, s)) if exceptions else None
+    if exc is not None:
+        return exc
+    per_stage, const, scratch = extra.get((bm, bn, bk, w), _NO_EXTRA)
+    pipeline = (s - offsets[bm]) * (bm * bk + bk * bn) * ELEM_BYTES[dtype] + per_stage * s + const
+    return pipeline if pipeline >= scratch else scratch
+
+
+def footprint(cfg: Any, arch: Arch, dtype: str) -> SmemFootprint:
+    """Shared memory of `cfg` on `arch` as named terms (A stages, B stages, calibrated extras)."""
+    offsets, extra, exceptions = _calibrated(arch, dtype)
+    bm, bn, bk, _gm, w, s = cfg.values()
+    elem = ELEM_BYTES[dtype]
+    buffers = s - offsets[bm]
+    per_stage, const, scratch = extra.get((bm, bn, bk, w), _NO_EXTRA)
+    path = "num_stages buffers" if buffers == s else f"num_stages - {s - buffers} buffers"
+    terms = [
+        SmemTerm("A stages", buffers * bm * bk * elem,
+                 f"{buffers} x [{bm}x{bk}] x {elem} B ({path})"),
+        SmemTerm("B stages", buffers * bk * bn * elem,
+                 f"{buffers} x [{bk}x{bn}] x {elem} B"),
+    ]
+    if per_stage:
+        terms.append(SmemTerm("per-stage extra", per_stage * s,
+                              f"{s} x {per_stage} B (barriers / scale buffers, calibrated)"))
+    if const:
+        what = "fp8 scale layout scratch + barriers" if dtype == "fp8" else "barriers"
+        terms.append(SmemTerm("scratch", const, f"{what}, calibrated"))
+    pipeline = sum(t.bytes for t in terms)
+    if scratch > pipeline:
+        terms.append(SmemTerm("epilogue scratch", scratch - pipeline,
+                              f"layout conversion of the output tile needs {scratch:,} B; it reuses "
+                              f"the {pipeline:,} B of pipeline buffers (calibrated)"))
+    total = sum(t.bytes for t in terms)
+    exc = exceptions.get((bm, bn, bk, w, s)) if exceptions else None
+    notes = [f"triton {load_calibration()['triton_version']} calibration"]
+    if exc is not None:
+        notes.append("recorded oracle figure (no formula fit)")
+        total = exc
+    requested = load_calibration()["_requested"]
+    if requested != load_calibration()["triton_version"]:
+        notes.append(f"installed triton {requested} has no calibration; figures may differ "
+                     f"(check with --verify)")
+    return SmemFootprint(total=total, terms=tuple(terms), stages=s, source="model",
+                         notes=tuple(notes))

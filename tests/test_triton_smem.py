@@ -1,0 +1,211 @@
+"""The triton-moe SMEM model against the Triton compiler: the recorded oracle table (every bf16 and
+fp8 grid config on sm90 and sm120, every distinct config on sm80/86/89/100), and a few live
+compiles (marked slow). Also the family protocol and the oracle's disk cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from importlib import resources
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tilefit.errors import MissingDependency, UsageError
+from tilefit.hw.catalog import get_arch
+from tilefit.kernels.base import EXCEEDS_SMEM, FITS, UNSUPPORTED
+from tilefit.kernels.triton_moe import FAMILY, smem
+from tilefit.kernels.triton_moe.config import GRID, MoEConfig
+
+
+def _table():
+    version = smem.model_version()
+    path = resources.files("tilefit.kernels.triton_moe") / "data" / f"oracle_triton-{version}.json"
+    return json.loads(path.read_text())
+
+
+TABLE = _table()
+
+
+def _recorded(arch: str, dtype: str, cfg: MoEConfig) -> int:
+    return TABLE["entries"][smem.table_key(arch, dtype, cfg)]
+
+
+@pytest.mark.parametrize("arch", ["sm90", "sm120"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+def test_model_equals_oracle_on_every_grid_config(arch, dtype):
+    a = get_arch(arch)
+    grid = FAMILY.configs(a, dtype)
+    assert len(grid) == (1920 if dtype == "bf16" else 640)
+    bad = [(c.label(), smem.total_bytes(c, a, dtype), _recorded(arch, dtype, c)) for c in grid
+           if smem.total_bytes(c, a, dtype) != _recorded(arch, dtype, c)
+           or FAMILY.footprint(c, a, dtype).total != _recorded(arch, dtype, c)]
+    assert not bad, bad[:10]
+
+
+@pytest.mark.parametrize("arch", ["sm80", "sm86", "sm89", "sm100"])
+def test_model_equals_oracle_on_a_sample(arch):
+    a = get_arch(arch)
+    rng = random.Random(arch)
+    for dtype in FAMILY.dtypes(a):
+        sample = rng.sample(FAMILY.configs(a, dtype), 60)
+        for c in sample:
+            assert smem.total_bytes(c, a, dtype) == _recorded(arch, dtype, c), (arch, dtype, c)
+
+
+def test_recorded_table_belongs_to_the_current_kernel():
+    pytest.importorskip("triton")
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        pytest.skip("interpreter mode replaces @triton.jit functions")
+    from tilefit.kernels.triton_moe.kernel import fused_moe_kernel
+
+    assert TABLE["kernel_hash"] == fused_moe_kernel.cache_key, (
+        "kernel.py changed: rerun scripts/calibrate_triton.py to re-record the oracle table")
+
+
+def test_sm120_fp8_128x256x128_needs_more_than_the_limit():
+    a = get_arch("sm120")
+    cfg = FAMILY.parse_config("128,256,128,1,8,4", "fp8")
+    v = FAMILY.verdict(cfg, a, "fp8")
+    assert v.footprint.total == _recorded("sm120", "fp8", cfg)
+    assert v.status == EXCEEDS_SMEM and v.footprint.total > a.smem_per_block_optin == 101376
+    assert v.footprint.dominant().name == "B stages"
+
+
+@settings(max_examples=200, deadline=None)
+@given(arch=st.sampled_from(["sm80", "sm86", "sm89", "sm90", "sm100", "sm120"]),
+       dtype=st.sampled_from(["bf16", "fp16", "fp8"]), data=st.data())
+def test_footprint_terms_add_up_and_grow_with_stages(arch, dtype, data):
+    a = get_arch(arch)
+    if dtype not in FAMILY.dtypes(a):
+        assert FAMILY.verdict(MoEConfig(16, 128, 128, 1, 4, 2), a, dtype).status == UNSUPPORTED
+        return
+    cfg = data.draw(st.sampled_from(FAMILY.configs(a, dtype)))
+    fp = FAMILY.footprint(cfg, a, dtype)
+    assert fp.total == sum(t.bytes for t in fp.terms) == smem.total_bytes(cfg, a, dtype)
+    assert fp.dominant().name in ("A stages", "B stages")
+    if cfg.num_stages < 5:
+        deeper = MoEConfig(*cfg.values()[:5], cfg.num_stages + 1)
+        assert smem.total_bytes(deeper, a, dtype) > fp.total
+
+
+def test_summary_names_how_many_configs_cannot_launch_on_sm120():
+    a = get_arch("sm120")
+    verdicts = [FAMILY.verdict(c, a, "bf16") for c in FAMILY.configs(a, "bf16")]
+    over = sum(not v.fits for v in verdicts)
+    assert 0 < over < 1920
+    assert FAMILY.summary(verdicts)[0].startswith(f"{over} of 1920 configs cannot launch on sm120")
+
+
+@pytest.mark.parametrize("text,dtype,msg", [
+    ("48,64,64,1,4,3", "bf16", "not a power of two"),
+    ("16,64,64,1,4,6", "bf16", "outside the bf16 grid"),
+    ("512,64,64,1,4,3", "bf16", "outside the bf16 grid"),
+    ("16,64,64,1,4,3", "fp8", "outside the fp8 grid"),
+    ("16,64,64,1,4", "bf16", "needs 6"),
+    ("16,64,a,1,4,3", "bf16", "must be an integer"),
+    ("16,64,64,1,4,3", "int4", "unknown dtype"),
+])
+def test_parse_config_rejects_bad_input(text, dtype, msg):
+    with pytest.raises(UsageError, match=msg):
+        FAMILY.parse_config(text, dtype)
+
+
+def test_config_value_and_json_keys():
+    cfg = FAMILY.parse_config("64,128,64,16,4,3", "bf16")
+    assert cfg == MoEConfig(64, 128, 64, 16, 4, 3) and hash(cfg) == hash(MoEConfig(64, 128, 64, 16, 4, 3))
+    assert list(cfg.as_dict()) == list(GRID) and cfg.as_dict()["BLOCK_SIZE_N"] == 128
+    assert MoEConfig.from_dict(cfg.as_dict()) == cfg
+    with pytest.raises(AttributeError):
+        cfg.block_m = 32  # frozen
+
+
+@pytest.mark.parametrize("arch", ["sm80", "sm86", "sm89", "sm90", "sm100", "sm120"])
+@pytest.mark.parametrize("batch", [1, 64, 4096])
+def test_default_config_fits_and_is_in_the_grid(arch, batch):
+    a = get_arch(arch)
+    for dtype in FAMILY.dtypes(a):
+        cfg = FAMILY.default_config(a, dtype, M=batch, E=256, topk=8)
+        assert cfg in set(FAMILY.configs(a, dtype))
+        assert FAMILY.verdict(cfg, a, dtype).status == FITS
+
+
+def test_verify_without_triton_names_the_extra(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_triton(name, *args, **kw):
+        if name == "triton" or name.startswith("triton."):
+            raise ImportError("no triton")
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_triton)
+    with pytest.raises(MissingDependency, match=r"tilefit\[triton\]"):
+        FAMILY.verify([MoEConfig(16, 32, 64, 1, 4, 2)], get_arch("sm90"), "bf16")
+
+
+def test_unknown_arch_is_a_usage_error():
+    with pytest.raises(UsageError):
+        get_arch("sm42")
+
+
+# ------------------------------------------------------------------ live compiles (slow)
+
+@pytest.mark.slow
+def test_live_oracle_agrees_with_model_on_random_configs(tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    rng = random.Random()  # a fresh sample every run
+    picks = [("sm120", "bf16"), ("sm90", "bf16"), ("sm120", "fp8"), ("sm90", "fp8"),
+             (rng.choice(["sm80", "sm86", "sm89", "sm100"]), "bf16"), ("sm100", "fp8")]
+    checks = []
+    for arch, dtype in picks:
+        a = get_arch(arch)
+        cfgs = rng.sample(FAMILY.configs(a, dtype), 2)
+        checks += FAMILY.verify(cfgs, a, dtype)
+    assert len(checks) >= 8
+    bad = [(c.arch.name, c.config.label(), c.model_bytes, c.oracle_bytes) for c in checks
+           if not c.agrees]
+    assert not bad, bad
+
+
+@pytest.mark.slow
+def test_group_size_m_gemm2_other_shapes_and_fp16_do_not_change_shared_memory(tmp_path,
+                                                                               monkeypatch):
+    pytest.importorskip("triton")
+    from tilefit.kernels.triton_moe.spec import compile_config
+
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    rng = random.Random(3)
+    for arch in ("sm90", "sm120"):
+        a = get_arch(arch)
+        for cfg in rng.sample(FAMILY.configs(a, "bf16", grid="distinct"), 2):
+            want = smem.total_bytes(cfg, a, "bf16")
+            variants = [compile_config(MoEConfig(*cfg.values()[:3], gm, *cfg.values()[4:]),
+                                       a.cc_int, "bf16").shared for gm in (16, 64)]
+            variants.append(compile_config(cfg, a.cc_int, "bf16", gemm="gemm2").shared)
+            variants.append(compile_config(cfg, a.cc_int, "fp16").shared)
+            variants.append(compile_config(cfg, a.cc_int, "bf16",
+                                           shape={"N": 512, "K": 256, "tokens": 1}).shared)
+            assert variants == [want] * len(variants), (arch, cfg.label(), variants)
+
+
+@pytest.mark.slow
+def test_oracle_caches_on_disk_by_target(tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    from tilefit.kernels.triton_moe.spec import compile_config
+
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    cfg = MoEConfig(16, 32, 64, 1, 4, 2)
+    first = compile_config(cfg, 120, "bf16")
+    again = compile_config(cfg, 120, "bf16")
+    other = compile_config(cfg, 90, "bf16")
+    assert not first.cached and again.cached and not other.cached
+    assert again.shared == first.shared and first.triton_version == TABLE["triton_version"]
+    files = list((tmp_path / "triton").iterdir())
+    assert len(files) == 2 and all(f.suffix == ".json" for f in files)
+    assert json.loads(files[0].read_text())["shared"] in (first.shared, other.shared)
