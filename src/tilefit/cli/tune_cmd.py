@@ -1,0 +1,245 @@
+"""`tilefit tune`: tune the fused-MoE kernel a server will run, on the local GPU, and write the
+engine's config files. Progress on stderr (rich when installed), the summary table or JSON on
+stdout. `--target fake` and `--replay FILE` (not in --help) run the whole pipeline on a CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.errors import UsageError
+
+# The batch sizes vLLM's and SGLang's tuners sweep (FACTS.md section 5).
+STANDARD_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
+PUBLIC_TARGETS = ("tilefit", "vllm", "sglang")
+CPU_TARGETS = ("fake", "replay")
+TARGET_FACTORIES = {
+    "tilefit": "tilefit.tune.targets.tilefit_moe:TilefitMoETarget",
+    "vllm": "tilefit.tune.targets.engines:VllmTarget",
+    "sglang": "tilefit.tune.targets.engines:SglangTarget",
+    "fake": "tilefit.tune.targets.fake:FakeTarget",
+    "replay": "tilefit.tune.targets.replay:ReplayTarget",
+}
+TUNABLE_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8-block": "fp8", "fp8": "fp8"}
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return v
+
+
+def _indices(text: str) -> tuple[int, ...]:
+    """'0,1' -> (0, 1): GPU indices (zero allowed, no duplicates kept)."""
+    out: list[int] = []
+    for t in (x.strip() for x in text.split(",") if x.strip()):
+        if not t.isdigit():
+            raise argparse.ArgumentTypeError(f"expected GPU indices like 0,1, got {text!r}")
+        if int(t) not in out:
+            out.append(int(t))
+    if not out:
+        raise argparse.ArgumentTypeError("expected GPU indices like 0,1")
+    return tuple(out)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("tune", help="tune the fused-MoE kernel on the local GPU and write config files",
+                       description="Tune a fused-MoE Triton kernel for a model's per-GPU GEMMs on the "
+                                   "local GPU: crash-proof workers, shared-memory prefilter, a fast "
+                                   "search, and the engines' config files.")
+    p.add_argument("--model", required=True, metavar="M",
+                   help="preset name (see `tilefit models`) or a config.json file/directory")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor parallelism inside each expert")
+    p.add_argument("--ep", type=positive_int, default=1, help="expert parallelism")
+    p.add_argument("--target", default="tilefit", metavar="|".join(PUBLIC_TARGETS),
+                   help="which kernel to tune: tilefit's own, or the one vLLM / SGLang will run "
+                        "(default: %(default)s)")
+    p.add_argument("--dtype", metavar="bf16|fp16|fp8",
+                   help="kernel data type (default: from the model's weights; fp8 = 128x128 block scales)")
+    p.add_argument("--batches", type=int_list, default=STANDARD_BATCHES, metavar="B,B,...",
+                   help="batch sizes (default: the 18 sizes the engines' tuners use)")
+    p.add_argument("--strategy", default="fast", metavar="fast|exhaustive",
+                   help="search strategy (default: %(default)s)")
+    p.add_argument("--strategy-option", action="append", metavar="NAME=VALUE",
+                   help="a strategy option, repeatable (unknown names list the known ones)")
+    p.add_argument("--budget", type=_positive_float, metavar="MINUTES",
+                   help="wall-time budget for the whole run")
+    p.add_argument("--trials", type=positive_int, metavar="N", help="at most N configs per search")
+    p.add_argument("--out", default="tilefit-tune", metavar="DIR",
+                   help="folder for config files, the journal and the summary (default: %(default)s)")
+    p.add_argument("--resume", action="store_true", help="continue the journal in --out")
+    p.add_argument("--compile-workers", type=positive_int, metavar="N",
+                   help="compiler processes (default: one per CPU core)")
+    p.add_argument("--gpus", type=_indices, metavar="I,I,...", help="GPU indices to time on, one worker each (default: all)")
+    p.add_argument("--exhaustive-at", type=int_list, default=(), metavar="B,B,...",
+                   help="also sweep the whole space at these batch sizes, to check the strategy")
+    p.add_argument("--compile-timeout", type=_positive_float, default=300.0, metavar="S",
+                   help="seconds before a compile is killed (default: %(default)s)")
+    p.add_argument("--run-timeout", type=_positive_float, default=120.0, metavar="S",
+                   help="seconds before a timing run is killed (default: %(default)s)")
+    p.add_argument("--gpu", help=argparse.SUPPRESS)  # catalog GPU for fake/replay runs
+    p.add_argument("--replay", metavar="FILE", help=argparse.SUPPRESS)
+    add_json_arg(p)
+    p.set_defaults(func=run)
+
+
+def _local_gpus() -> tuple[list[int], str | None]:
+    """(indices, driver name of GPU 0) of this machine's NVIDIA GPUs, via NVML, else torch."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            n = pynvml.nvmlDeviceGetCount()
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)) if n else None
+            return list(range(n)), (name.decode() if isinstance(name, bytes) else name)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no nvml module, no driver: ask torch
+        pass
+    try:
+        import torch
+    except ImportError:
+        return [], None
+    if not torch.cuda.is_available():
+        return [], None
+    n = torch.cuda.device_count()
+    return list(range(n)), torch.cuda.get_device_name(0) if n else None
+
+
+def build_request(args: argparse.Namespace) -> Any:
+    from tilefit.hw.catalog import get_gpu
+    from tilefit.layout import Layout, plan_layer
+    from tilefit.models import load_model
+    from tilefit.tune.run import TuneRequest
+    from tilefit.tune.strategies import get_strategy, make_options, parse_option_text
+    from tilefit.tune.targets.base import TargetSpec, TuneShape
+    from tilefit.tune.workers import default_compile_workers
+
+    target = "replay" if args.replay else args.target
+    if target not in TARGET_FACTORIES:
+        raise UsageError(f"unknown --target {args.target!r}; use one of {', '.join(PUBLIC_TARGETS)}")
+    options = parse_option_text(args.strategy_option)
+    make_options(get_strategy(args.strategy), options)  # reject bad options before any work
+    model = load_model(args.model)
+    plan = plan_layer(model, Layout(tp=args.tp, ep=args.ep))
+    weights = model.weights.name
+    dtype = args.dtype or TUNABLE_DTYPES.get(weights)
+    if dtype not in ("bf16", "fp16", "fp8"):
+        raise UsageError(f"the Triton fused-MoE kernels tune bf16, fp16 and fp8 (128x128 blocks); "
+                         f"{model.name} stores {weights} weights: pass --dtype bf16 to tune the bf16 kernel")
+    shape = TuneShape("gemm1", plan.local_experts, model.hidden_size, model.expert_width // args.tp,
+                      model.top_k, dtype, model.num_experts)
+    if target in CPU_TARGETS:
+        gpu = get_gpu(args.gpu or "h200")
+        devices: tuple[int | None, ...] = (None,)
+        device_name = gpu.name
+    else:
+        found, device_name = _local_gpus()
+        if not found:
+            raise UsageError("tilefit tune needs a local NVIDIA GPU and found none; run it on the "
+                             "machine that will serve the model (`tilefit plan` and `tilefit fit` "
+                             "work without one)")
+        devices = tuple(args.gpus) if args.gpus else tuple(found)
+        bad = [d for d in devices if d not in found]
+        if bad:
+            raise UsageError(f"--gpus {','.join(map(str, bad))}: this machine has GPUs "
+                             f"{','.join(map(str, found))}")
+        gpu = get_gpu(device_name)
+    kwargs: dict[str, Any] = {"gpu": gpu.key}
+    if target == "replay":
+        if not Path(args.replay).is_file():
+            raise UsageError(f"--replay {args.replay}: no such file (give a tilefit tune journal)")
+        kwargs = {"path": str(Path(args.replay).resolve())}
+    return TuneRequest(
+        TargetSpec.of(TARGET_FACTORIES[target], **kwargs), (shape,), tuple(args.batches),
+        Path(args.out), gpu.key, device_name, strategy=args.strategy, options=options,
+        budget_minutes=args.budget, trials=args.trials, resume=args.resume,
+        compile_workers=args.compile_workers or default_compile_workers(), devices=devices,
+        compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
+        exhaustive_at=tuple(args.exhaustive_at))
+
+
+class _Progress:
+    """Progress on stderr: a rich bar when rich is installed and stderr is a terminal, else lines."""
+
+    def __init__(self, quiet_rows: bool):
+        self.bar: Any = None
+        self.task: Any = None
+        self.quiet_rows = quiet_rows
+        if sys.stderr.isatty():
+            try:
+                from rich.progress import Progress
+
+                self.bar = Progress(transient=True)
+            except ImportError:
+                self.bar = None
+
+    def __call__(self, event: str, data: dict[str, Any]) -> None:
+        if event == "job":
+            text = f"{data['job']} batch {data['batch']} ({data['index'] + 1}/{data['total']})"
+            if self.bar is not None:
+                if self.task is None:
+                    self.bar.start()
+                    self.task = self.bar.add_task(text, total=data["total"])
+                self.bar.update(self.task, description=text, completed=data["index"])
+            else:
+                print(f"tune: {text}", file=sys.stderr, flush=True)
+        elif event == "row" and self.bar is None:
+            t = data["time_us"]
+            print(f"tune:   -> {data['config'] or 'nothing ran'}"
+                  + (f" {t:.2f} us" if t else "") + f" ({data['trials']} trials)",
+                  file=sys.stderr, flush=True)
+        elif event == "warning":
+            print(f"tilefit: warning: {data['message']}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None and self.task is not None:
+            self.bar.stop()
+
+
+def render(report: Any) -> str:
+    from tilefit.cli.output import table
+
+    rows = []
+    for r in report.rows:
+        rows.append([r.job, r.batch, r.config or "-", r.time_us, r.pct_of_floor, r.default_us,
+                     r.speedup, r.trials, r.exhaustive_us])
+    lines = [table(["gemm", "batch", "config", "time us", "% of floor", "default us", "speedup",
+                    "trials", "exhaustive us"], rows)]
+    lines.append("")
+    lines.append(f"{report.wall_s:,.1f} s; worker restarts {report.worker_restarts}; "
+                 f"{report.resumed_entries} journal entries resumed")
+    for f in report.files:
+        lines.append(f"wrote {f}")
+    for bug in report.model_bugs:
+        lines.append(f"SMEM MODEL BUG: {bug['config']} passed the prefilter but failed at launch: "
+                     f"{bug['result']}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tilefit.cli.output import print_json
+    from tilefit.tune.run import tune
+
+    req = build_request(args)
+    progress = _Progress(args.json)
+    try:
+        report = tune(req, progress)
+    finally:
+        progress.close()
+    if args.json:
+        print_json(report.as_dict())
+    else:
+        print(render(report))
+    if report.model_bugs or any(r.config is None for r in report.rows):
+        return 1
+    return 0

@@ -1,0 +1,192 @@
+"""Our own fused-MoE kernel (tilefit.kernels.triton_moe) as a tuning target: gemm1 and gemm2
+tuned separately, prefiltered by the family's SMEM model, timed on the GPU, stored in tilefit's
+own format.
+
+Measurement: uniform random top-k routing with a fixed seed (tokens pick `topk` of
+`total_experts`; other ranks' experts are dropped as under EP), triton.testing.do_bench (CUDA
+events, L2 cleared between repeats, median); the alignment is outside the timed region.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tilefit.tune.targets.base import TuneShape
+
+SEED = 0
+WARMUP_MS, REP_MS = 25, 100
+# Errors after which the CUDA context is unusable: the worker must be replaced.
+FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
+                 "device-side assert", "CUDA error: an illegal instruction", "uncorrectable ECC")
+# bf16 accumulates in fp32; the bf16 output rounding bounds the error (2^-8 relative).
+CHECK_ROWS = 256
+TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "fp8": 6e-2}
+
+
+class TilefitMoETarget:
+    name = "tilefit"
+    jobs = ("gemm1", "gemm2")
+
+    def __init__(self, *, gpu: str, seed: int = SEED):
+        self.gpu = gpu
+        self.seed = seed
+        self._inputs: dict[Any, Any] = {}
+        self._aligns: dict[Any, Any] = {}
+
+    # -- protocol, no GPU needed ----------------------------------------------------------------
+    @property
+    def arch(self) -> Any:
+        from tilefit.hw.catalog import get_gpu
+
+        return get_gpu(self.gpu).arch
+
+    @property
+    def family(self) -> Any:
+        from tilefit.kernels.registry import get_family
+
+        return get_family("triton-moe")
+
+    def space(self, shape: TuneShape) -> list[Any]:
+        return list(self.family.configs(self.arch, shape.dtype))
+
+    def config_from_dict(self, data: dict[str, Any]) -> Any:
+        from tilefit.kernels.triton_moe.config import MoEConfig
+
+        return MoEConfig.from_dict(data)
+
+    def default_config(self, shape: TuneShape, batch: int) -> Any:
+        n, k = shape.nk
+        return self.family.default_config(self.arch, shape.dtype, M=batch, E=shape.total_experts,
+                                          N=n, K=k, topk=shape.topk)
+
+    def smem_bytes(self, config: Any, shape: TuneShape) -> int:
+        return self.family.footprint(config, self.arch, shape.dtype).total
+
+    def fit_reason(self, config: Any, shape: TuneShape) -> Any:
+        from tilefit.tune.results import DoesNotFit
+
+        v = self.family.verdict(config, self.arch, shape.dtype)
+        if v.fits:
+            return None
+        need = v.footprint.total if v.footprint is not None else 0
+        return DoesNotFit("shared memory" if v.footprint is not None else v.reason, need, v.limit)
+
+    def is_fatal(self, error: BaseException) -> bool:
+        text = str(error)
+        return any(m in text for m in FATAL_MARKERS)
+
+    def versions(self) -> dict[str, str]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        out = {}
+        for pkg in ("tilefit", "triton", "torch"):
+            try:
+                out[pkg] = version(pkg)
+            except PackageNotFoundError:
+                pass
+        return out
+
+    def write(self, out_dir: Path, shape: TuneShape, device_name: str,
+              winners: dict[str, dict[int, Any]]) -> list[Path]:
+        from tilefit.tune.store import write_tilefit_store
+
+        return [write_tilefit_store(out_dir, self.name, shape, device_name, winners, self.versions())]
+
+    # -- compile (CPU worker) -------------------------------------------------------------------
+    def compile(self, config: Any, shape: TuneShape) -> None:
+        """Compile for the GPU's arch with the compiler oracle (no GPU needed); a compiler crash
+        or hang happens here, in a throw-away process, not in the GPU worker."""
+        from tilefit.kernels.triton_moe.spec import compile_config
+
+        n, k = shape.nk
+        compile_config(config, self.arch.cc_int, shape.dtype, gemm=shape.gemm,
+                       shape={"N": n, "K": k, "E": shape.experts, "topk": shape.topk})
+
+    # -- run and check (GPU worker) -------------------------------------------------------------
+    def _problem(self, shape: TuneShape, batch: int) -> dict[str, Any]:
+        key = (shape, batch)
+        if key in self._inputs:
+            return self._inputs[key]
+        import torch
+
+        from tilefit.kernels.triton_moe import ops
+
+        self._inputs.clear()
+        self._aligns.clear()
+        g = torch.Generator(device="cpu").manual_seed(self.seed)
+        n, k = shape.nk
+        dev = torch.device("cuda")
+        half = torch.float16 if shape.dtype == "fp16" else torch.bfloat16
+        # Routing: each token takes topk distinct experts of total_experts; ids past the local
+        # experts belong to other ranks (-1: dropped by the alignment, as under EP).
+        scores = torch.rand(batch, shape.total_experts, generator=g)
+        ids = scores.topk(shape.topk, dim=1).indices
+        ids = torch.where(ids < shape.experts, ids, torch.full_like(ids, -1)).to(torch.int32)
+        weights = torch.rand(batch, shape.topk, generator=g).softmax(dim=1)
+        a_rows = batch if shape.gemm == "gemm1" else batch * shape.topk
+        a = (torch.randn(a_rows, k, generator=g) / k ** 0.5).to(half)
+        b = (torch.randn(shape.experts, n, k, generator=g) / 4).to(half)
+        p: dict[str, Any] = {"ids": ids.to(dev), "topk_weights": weights.to(dev).reshape(-1).float(),
+                             "a_ref": a.float(), "b_ref": b.float(), "ids_cpu": ids,
+                             "w_cpu": weights, "n": n, "k": k}
+        if shape.dtype == "fp8":
+            bq, bs = ops.quantize_fp8_blocks(b.to(dev))
+            aq, as_ = ops.quantize_fp8_groups(a.to(dev))
+            p.update(a=aq, b=bq, a_scale=as_, b_scale=bs,
+                     a_ref=ops.dequantize(aq, as_, 1, 128).cpu(),
+                     b_ref=ops.dequantize(bq, bs, 128, 128).cpu())
+        else:
+            p.update(a=a.to(dev), b=b.to(dev), a_scale=None, b_scale=None)
+        p["c"] = torch.empty(batch * shape.topk, n, dtype=half, device=dev)
+        self._inputs[key] = p
+        return p
+
+    def _launch(self, config: Any, shape: TuneShape, batch: int) -> Any:
+        from tilefit.kernels.triton_moe import ops
+        from tilefit.kernels.triton_moe.align import moe_align
+
+        p = self._problem(shape, batch)
+        akey = (shape, batch, config.block_m)
+        if akey not in self._aligns:
+            self._aligns[akey] = moe_align(p["ids"], shape.experts, config.block_m)
+        align = self._aligns[akey]
+        gemm1 = shape.gemm == "gemm1"
+
+        def launch() -> Any:
+            return ops.grouped_gemm(p["a"], p["b"], p["c"], align, config,
+                                    a_rows_per_token=shape.topk if gemm1 else 1,
+                                    topk_weights=None if gemm1 else p["topk_weights"],
+                                    a_scale=p["a_scale"], b_scale=p["b_scale"])
+        return launch
+
+    def run(self, config: Any, shape: TuneShape, batch: int) -> float:
+        import torch
+        from triton.testing import do_bench
+
+        launch = self._launch(config, shape, batch)
+        launch()  # compile (a cache hit after the CPU pool) and surface launch errors untimed
+        torch.cuda.synchronize()
+        return 1000.0 * float(do_bench(launch, warmup=WARMUP_MS, rep=REP_MS, return_mode="median"))
+
+    def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
+        """Compare the kernel's rows with a float32 reference on the CPU."""
+        import torch
+
+        p = self._problem(shape, batch)
+        p["c"].zero_()
+        self._launch(config, shape, batch)()
+        out = p["c"].float().cpu()
+        ids, w = p["ids_cpu"].reshape(-1), p["w_cpu"].reshape(-1)
+        rows = torch.nonzero(ids >= 0).reshape(-1)
+        if rows.numel() == 0:
+            return None
+        rows = rows[:: max(1, rows.numel() // CHECK_ROWS)]  # a spread sample bounds the reference's memory
+        a_idx = rows // shape.topk if shape.gemm == "gemm1" else rows
+        ref = torch.einsum("rk,rnk->rn", p["a_ref"][a_idx], p["b_ref"][ids[rows].long()])
+        if shape.gemm == "gemm2":
+            ref = ref * w[rows, None]
+        err = (out[rows] - ref).abs().max().item()
+        scale = ref.abs().max().item() or 1.0
+        tol = TOLERANCE.get(shape.dtype, 2e-2)
+        return None if err <= tol * scale else f"max error {err:.3g} > {tol} x {scale:.3g}"

@@ -1,0 +1,82 @@
+"""`tilefit tune` end to end on the CPU (fake and replay targets), and its usage errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tilefit.cli import tune_cmd
+from tilefit.tune.journal import read_entries
+from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.fake import FakeTarget
+from tilefit.tune.targets.replay import record
+
+FAST = ("--compile-workers", "2", "--compile-timeout", "20", "--run-timeout", "20")
+
+
+def test_fake_run_json_and_files(cli, tmp_path):
+    r = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1,64",
+            "--out", str(tmp_path), "--json", *FAST)
+    assert r.code == 0, r.err
+    data = r.json()
+    assert [(row["job"], row["batch"]) for row in data["rows"]] == \
+        [("gemm1", 1), ("gemm1", 64), ("gemm2", 1), ("gemm2", 64)]
+    for row in data["rows"]:
+        assert row["config"] and row["time_us"] > 0 and 0 < row["pct_of_floor"] <= 100
+        assert row["trials"] <= 0.05 * (row["space"] - row["prefiltered"])
+    (path,) = data["files"]
+    stored = json.loads(open(path).read())
+    assert stored["shape"]["experts"] == 32 and stored["shape"]["width"] == 2048
+    assert stored["gemm2"]["64"] == data["rows"][3]["config_dict"]
+    assert (tmp_path / "tune_summary.json").exists()
+    # Every measurement is in the journal; a second run needs --resume.
+    assert sum(1 for e in read_entries(tmp_path / "journal.jsonl") if e.batch == 64) >= 2 * 16
+    again = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1,64",
+                "--out", str(tmp_path), *FAST)
+    assert again.code == 2 and "--resume" in again.err
+    resumed = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1,64",
+                  "--out", str(tmp_path), "--resume", "--json", *FAST)
+    assert resumed.code == 0
+    assert [row["config"] for row in resumed.json()["rows"]] == [row["config"] for row in data["rows"]]
+    assert resumed.json()["resumed_entries"] > 0
+
+
+def test_replay_run_finds_the_recorded_best(cli, tmp_path):
+    # GLM-5 TP8 on one GPU: all 256 experts, width 2048/8 = 256.
+    layer = TuneShape("gemm1", 256, 6144, 256, 8, "bf16", 256)
+    fake = FakeTarget(seed=5, grid="distinct")
+    rec = record(fake, [layer.with_gemm("gemm1"), layer.with_gemm("gemm2")], [16], tmp_path / "rec.jsonl")
+    r = cli("tune", "--model", "glm-5", "--tp", "8", "--replay", str(rec), "--batches", "16",
+            "--strategy", "exhaustive", "--out", str(tmp_path / "out"), "--json", *FAST)
+    assert r.code == 0, r.err
+    rows = r.json()["rows"]
+    for row, gemm in zip(rows, ("gemm1", "gemm2")):
+        shape = layer.with_gemm(gemm)
+        best = min(fake.time_us(c, shape, 16) for c in fake.space(shape) if fake.fit_reason(c, shape) is None)
+        assert row["time_us"] == pytest.approx(best)
+
+
+def test_no_gpu_is_exit_2(cli, monkeypatch, tmp_path):
+    monkeypatch.setattr(tune_cmd, "_local_gpus", lambda: ([], None))
+    r = cli("tune", "--model", "glm-5", "--ep", "8", "--out", str(tmp_path))
+    assert r.code == 2 and "needs a local NVIDIA GPU" in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--strategy-option", "topp=3"), "known: top, beam"),
+    (("--strategy", "random"), "unknown strategy"),
+    (("--target", "triton"), "unknown --target"),
+    (("--model", "glm-5-nvfp4"), "--dtype bf16"),
+    (("--tp", "3"), "does not divide"),
+    (("--replay", "/nonexistent/j.jsonl"), "no such file"),
+])
+def test_usage_errors(cli, tmp_path, args, message):
+    base = {"--model": "glm-5", "--target": "fake"}
+    flat = list(args)
+    for k, v in base.items():
+        if k not in flat:
+            flat += [k, v]
+    r = cli("tune", *flat, "--out", str(tmp_path))
+    assert r.code == 2, (r.code, r.err)
+    assert message in r.err and "Traceback" not in r.err
