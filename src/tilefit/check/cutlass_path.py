@@ -1,0 +1,89 @@
+"""Check of the FlashInfer / TensorRT-LLM CUTLASS MoE path: every tactic the autotuner will profile,
+judged by the SharedStorage model. A tactic's footprint depends on its tile, stages, epilogue and
+swap-AB, not on the GEMM's N, so a layout change alters which tactic wins, not which ones fail."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from tilefit.check.report import FATAL, INFO, WARNING, CheckRequest, Finding
+
+
+def _finalize_note(req: CheckRequest, engine: str) -> tuple[bool | None, str]:
+    """Whether FINALIZE tactics are profiled: True/False when known, None when it depends on a
+    version the user did not give (then they are checked and the finding says when they apply)."""
+    from tilefit.engines import fused_finalize
+
+    if engine == "sglang" and req.engine_version is None:
+        return None, ("FINALIZE tactics are profiled only when sglang runs FlashInfer with fused "
+                      "finalize: always before 0.5.18, by default in 0.5.18-0.5.20, from 0.5.21 only "
+                      "with SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=1 (pass --engine-version to decide)")
+    state = fused_finalize(engine, engine_version=req.engine_version)
+    return state.enabled, state.why
+
+
+def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[list[Finding], dict]:
+    from tilefit.engines import fatality, remedies
+    from tilefit.kernels.registry import get_family
+
+    family = get_family("flashinfer-cutlass")
+    arch, dtype = gpu.arch, choice.family_dtype
+    finalize, finalize_why = _finalize_note(req, choice.engine)
+    tactics = list(family.configs(arch, dtype, flashinfer=req.flashinfer))
+    if finalize is False:
+        tactics = [t for t in tactics if t.fusion != "finalize"]
+    verdicts = [family.verdict(t, arch, dtype, flashinfer=req.flashinfer) for t in tactics]
+    failing = [v for v in verdicts if not v.fits]
+    findings: list[Finding] = []
+    fatal_info = fatality(choice.engine, "flashinfer-cutlass")
+    shapes = ", ".join(f"{g.name} [{g.n} x {g.k}] x {g.groups}" for g in plan.routed)
+    findings.append(Finding(INFO, "backend", f"{choice.engine} runs {choice.engine_backend} "
+                            f"({choice.family}, {dtype}) on {arch.name}", (choice.rule, finalize_why)))
+    by_gemm = Counter(v.config.gemm for v in verdicts)
+    fits_by_gemm = Counter(v.config.gemm for v in verdicts if v.fits)
+    for gemm, total in sorted(by_gemm.items()):
+        if fits_by_gemm[gemm] == 0:
+            findings.append(Finding(
+                FATAL, "no-tactic-fits", f"none of the {total} {gemm} tactics can launch on {arch.name}",
+                (f"{choice.engine} has no fallback once every tactic fails",)))
+    if failing:
+        items = tuple(_item(v) for v in failing)
+        over = [v for v in failing if v.status == "exceeds-smem"]
+        nodisp = [v for v in failing if v.status == "no-dispatch"]
+        details = [f"per-GPU GEMMs under {plan.layout.label()}: {shapes}; these tactics fail under any "
+                   f"layout (a tactic's shared memory does not depend on N)",
+                   f"{'fatal' if fatal_info.fatal else 'not fatal'}: {fatal_info.why}",
+                   f"log line to expect: {fatal_info.log_line}",
+                   "extra warmup time per failed tactic: not known (nothing published measures it)"]
+        if finalize is None and any(v.config.fusion == "finalize" for v in failing):
+            details.append(finalize_why)
+        for v in over:
+            details.append(f"{v.config.gemm} {v.config.label()}: {v.reason}")
+        for v in nodisp:
+            details.append(f"{v.config.gemm} {v.config.label()}: {v.reason}")
+        fix = [{"kind": "blocklist", "setting": family.blocklist(failing),
+                "text": "tactics predicted to fail, in FlashInfer's blocklist format "
+                        "(`tilefit fit --family flashinfer-cutlass --emit-blocklist`)"}]
+        fix += [r.as_dict() for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch,
+                                              engine_version=req.engine_version,
+                                              kinds=("blocklist", "finalize"))]
+        findings.append(Finding(
+            FATAL if fatal_info.fatal else WARNING, "tactics-cannot-launch",
+            f"{len(failing)} of {len(verdicts)} tactics cannot launch on {gpu.name} "
+            f"({len(over)} exceed {arch.smem_per_block_optin:,} B of shared memory, "
+            f"{len(nodisp)} have no dispatch case)", tuple(details), tuple(fix), items))
+    for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch, engine_version=req.engine_version,
+                      kinds=("warning",)):
+        findings.append(Finding(WARNING, "known-risk", r.text, (r.setting,) if r.setting else (),
+                                (r.as_dict(),)))
+    checked = {"family": "flashinfer-cutlass", "dtype": dtype, "flashinfer": req.flashinfer or "latest catalogued",
+               "tactics": len(verdicts), "fit": len(verdicts) - len(failing), "fail": len(failing)}
+    return findings, checked
+
+
+def _item(v: Any) -> dict[str, Any]:
+    fp = v.footprint
+    return {"gemm": v.config.gemm, "tactic": v.config.label(), "config": v.config.as_dict(),
+            "status": v.status, "smem_bytes": fp.total if fp else None, "limit_bytes": v.limit,
+            "stages": fp.stages if fp else None, "reason": v.reason}

@@ -1,0 +1,109 @@
+"""The check's value types and its one entry point.
+
+Flow: model + layout -> per-GPU GEMMs (layout.plan_layer); engine + weight dtype + arch -> kernel
+family (engines.resolve_backend); the family's path (cutlass_path / triton_path) judges what the
+engine will try and returns findings; the worst finding decides GO / GO-WITH-WARNINGS / NO-GO.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+FATAL, WARNING, INFO = "fatal", "warning", "info"
+GO, GO_WITH_WARNINGS, NO_GO = "GO", "GO-WITH-WARNINGS", "NO-GO"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    severity: str  # FATAL | WARNING | INFO
+    kind: str  # e.g. "tactics-exceed-smem", "default-config-exceeds-smem", "no-tuned-config"
+    title: str
+    details: tuple[str, ...] = ()
+    remedies: tuple[dict[str, Any], ...] = ()  # engines.Remedy.as_dict() or {"setting", "text"}
+    items: tuple[dict[str, Any], ...] = ()  # the configs/tactics concerned, as data
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"severity": self.severity, "kind": self.kind, "title": self.title,
+                "details": list(self.details), "remedies": list(self.remedies), "items": list(self.items)}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckReport:
+    verdict: str
+    model: dict[str, Any]
+    gpu: dict[str, Any]
+    layout: dict[str, Any]
+    engine: dict[str, Any]
+    backend: dict[str, Any]
+    gemms: tuple[dict[str, Any], ...]
+    findings: tuple[Finding, ...]
+    checked: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.verdict == NO_GO else 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "model": self.model, "gpu": self.gpu, "layout": self.layout,
+                "engine": self.engine, "backend": self.backend, "gemms": list(self.gemms),
+                "checked": self.checked, "findings": [f.as_dict() for f in self.findings]}
+
+
+def verdict_of(findings: list[Finding]) -> str:
+    if any(f.severity == FATAL for f in findings):
+        return NO_GO
+    if any(f.severity == WARNING for f in findings):
+        return GO_WITH_WARNINGS
+    return GO
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRequest:
+    model: str
+    gpu: str
+    engine: str
+    tp: int = 1
+    ep: int = 1
+    dp: int = 1
+    backend: str = "auto"
+    engine_version: str | None = None
+    flashinfer: str | None = None
+    batches: tuple[int, ...] = (1, 16, 64, 256, 1024, 4096)
+    config_dir: str | None = None
+
+
+def run_check(req: CheckRequest) -> CheckReport:
+    from tilefit.engines import resolve_backend
+    from tilefit.hw.catalog import get_gpu
+    from tilefit.layout import Layout, plan_layer
+    from tilefit.models import load_model
+
+    model = load_model(req.model)
+    gpu = get_gpu(req.gpu)
+    layout = Layout(tp=req.tp, ep=req.ep, dp=req.dp)
+    plan = plan_layer(model, layout)
+    choice = resolve_backend(req.engine, model.weight_dtype, gpu.arch, engine_version=req.engine_version,
+                             override=req.backend, ep=req.ep)
+    if choice.family == "flashinfer-cutlass":
+        from tilefit.check.cutlass_path import check_cutlass
+
+        findings, checked = check_cutlass(req, choice, gpu, plan)
+    else:
+        from tilefit.check.triton_path import check_triton
+
+        findings, checked = check_triton(req, choice, gpu, plan)
+    return CheckReport(
+        verdict=verdict_of(findings),
+        model={"name": model.name, "weight_dtype": model.weight_dtype, "hidden_size": model.hidden_size,
+               "expert_width": model.expert_width, "num_experts": model.num_experts, "top_k": model.top_k},
+        gpu={"key": gpu.key, "name": gpu.name, "arch": gpu.arch.name,
+             "smem_limit_bytes": gpu.arch.smem_per_block_optin},
+        layout={"tp": layout.tp, "ep": layout.ep, "dp": layout.dp, "label": layout.label(),
+                "gpus": layout.gpus, "local_experts": plan.local_experts},
+        engine={"name": choice.engine, "version": req.engine_version or "newest read"},
+        backend=choice.as_dict(),
+        gemms=tuple({"name": g.name, "n": g.n, "k": g.k, "groups": g.groups} for g in plan.gemms),
+        findings=tuple(findings),
+        checked=checked,
+    )

@@ -1,0 +1,79 @@
+"""`tilefit check`: GO / GO-WITH-WARNINGS / NO-GO for a planned deployment, before it launches."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.cli.output import print_json, table
+
+DEFAULT_BATCHES = (1, 16, 64, 256, 1024, 4096)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("check", help="go/no-go for a deployment: what fails at warmup and what to set",
+                       description="Predict what a serving engine's MoE warmup will do on a GPU: the kernel "
+                                   "family it runs, the configs/tactics that cannot launch, whether that is "
+                                   "fatal, and the fix. Exit 0 for GO and GO-WITH-WARNINGS, 1 for NO-GO.")
+    p.add_argument("--model", required=True, metavar="M", help="preset or config.json path")
+    p.add_argument("--gpu", required=True, metavar="NAME", help="GPU name (see `tilefit gpus`)")
+    p.add_argument("--engine", required=True, choices=("sglang", "vllm", "trtllm"))
+    p.add_argument("--tp", type=positive_int, default=1)
+    p.add_argument("--ep", type=positive_int, default=1)
+    p.add_argument("--dp", type=positive_int, default=1, help="attention data parallelism")
+    p.add_argument("--backend", default="auto", choices=("auto", "triton", "flashinfer-cutlass"),
+                   help="MoE kernel family (default: the engine's own rule)")
+    p.add_argument("--engine-version", metavar="V", help="engine version (default: the newest tilefit read)")
+    p.add_argument("--flashinfer", metavar="V", help="FlashInfer version (default: newest catalogued)")
+    p.add_argument("--batch", type=int_list, default=DEFAULT_BATCHES, metavar="B,B,...",
+                   help="batch sizes whose Triton configs to judge (default: %(default)s)")
+    p.add_argument("--config-dir", metavar="DIR", help="folder of tuned config files the engine will be "
+                                                        "pointed at (searched first)")
+    add_json_arg(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tilefit.check.report import CheckRequest, run_check
+
+    report = run_check(CheckRequest(
+        model=args.model, gpu=args.gpu, engine=args.engine, tp=args.tp, ep=args.ep, dp=args.dp,
+        backend=args.backend, engine_version=args.engine_version, flashinfer=args.flashinfer,
+        batches=tuple(args.batch), config_dir=args.config_dir))
+    if args.json:
+        print_json(report.as_dict())
+    else:
+        print(render(report.as_dict()))
+    return report.exit_code
+
+
+def render(d: dict[str, Any]) -> str:
+    m, g, lay, b = d["model"], d["gpu"], d["layout"], d["backend"]
+    findings = d["findings"]
+    order = {"fatal": 0, "warning": 1, "info": 2}
+    worst = sorted((f for f in findings if f["severity"] != "info"), key=lambda f: order[f["severity"]])
+    lines = [f"{d['verdict']}: {m['name']} on {lay['gpus']} x {g['name']} ({g['arch']}), {lay['label']}, "
+             f"{d['engine']['name']} ({d['engine']['version']})"
+             + (f": {worst[0]['title']}" if worst else ""), ""]
+    lines.append(f"MoE kernel: {b['family']} {b['family_dtype']} ({b['engine_backend']}; selected by "
+                 f"{b['selector']})")
+    ck = d["checked"]
+    if ck.get("family") == "flashinfer-cutlass":
+        lines.append(f"checked: {ck['tactics']} tactics of FlashInfer {ck['flashinfer']}: {ck['fit']} fit, "
+                     f"{ck['fail']} cannot launch")
+    else:
+        lines.append(f"checked: {ck['configs']} configs from {ck['config_source']} (E={ck['E']}, N={ck['N']}): "
+                     f"{ck['fit']} fit, {ck['fail']} cannot launch")
+    lines += ["", table(["gemm", "groups", "N", "K"], [(x["name"], x["groups"], x["n"], x["k"]) for x in d["gemms"]],
+                        align="lrrr"), ""]
+    for f in sorted(findings, key=lambda f: order[f["severity"]]):
+        lines.append(f"[{f['severity'].upper()}] {f['title']}")
+        lines += [f"    {x}" for x in f["details"]]
+        for r in f["remedies"]:
+            setting = r.get("setting", "")
+            lines.append(f"    fix ({r.get('kind', '')}): {r['text']}")
+            if setting:
+                lines += [f"        {s}" for s in setting.splitlines()]
+        lines.append("")
+    return "\n".join(lines).rstrip()
