@@ -28,9 +28,10 @@ class TilefitMoETarget:
     name = "tilefit"
     jobs = ("gemm1", "gemm2")
 
-    def __init__(self, *, gpu: str, seed: int = SEED):
+    def __init__(self, *, gpu: str, seed: int = SEED, device: str = "cuda"):
         self.gpu = gpu
         self.seed = seed
+        self.device = device  # "cpu" only for `check` under TRITON_INTERPRET=1 (tests)
         self._inputs: dict[Any, Any] = {}
         self._aligns: dict[Any, Any] = {}
 
@@ -116,7 +117,7 @@ class TilefitMoETarget:
         self._aligns.clear()
         g = torch.Generator(device="cpu").manual_seed(self.seed)
         n, k = shape.nk
-        dev = torch.device("cuda")
+        dev = torch.device(self.device)
         half = torch.float16 if shape.dtype == "fp16" else torch.bfloat16
         # Routing: each token takes topk distinct experts of total_experts; ids past the local
         # experts belong to other ranks (-1: dropped by the alignment, as under EP).

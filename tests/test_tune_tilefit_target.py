@@ -1,0 +1,45 @@
+"""Our kernel as a tuning target, on the CPU: its space and SMEM prefilter (the family's model),
+its default config, and its correctness check run through Triton's interpreter in a worker."""
+
+from __future__ import annotations
+
+import pytest
+
+from tilefit.kernels.triton_moe.config import MoEConfig
+from tilefit.tune.results import DoesNotFit
+from tilefit.tune.targets.base import TargetSpec, TuneShape
+from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
+from tilefit.tune.workers import Worker
+
+EP8 = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+
+
+def test_space_prefilter_and_default():
+    t = TilefitMoETarget(gpu="h200")
+    space = t.space(EP8)
+    assert len(space) == 1920
+    misfits = [t.fit_reason(c, EP8) for c in space]
+    # FACTS.md section 4: 616 of the 1920 configs fail at launch on an H200 (sm90).
+    assert sum(m is not None for m in misfits) == 616
+    assert all(isinstance(m, DoesNotFit) and m.required > m.limit == 232448 for m in misfits if m)
+    d = t.default_config(EP8, 64)
+    assert t.fit_reason(d, EP8) is None
+    assert t.smem_bytes(d, EP8) <= 232448
+    assert len(t.space(TuneShape("gemm2", 32, 6144, 2048, 8, "fp8", 256))) == 640
+
+
+@pytest.mark.slow
+def test_check_runs_kernel_against_reference_in_worker(monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    # The interpreter reaches only the spawned worker (it inherits the environment).
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    w = Worker(TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu="h200",
+                             device="cpu"))
+    try:
+        for gemm in ("gemm1", "gemm2"):
+            # 8 experts in all, 4 held here: the other half of the assignments are dropped.
+            shape = TuneShape(gemm, 4, 64, 32, 2, "fp16", 8)
+            assert w.call("check", MoEConfig(16, 32, 32, 1, 4, 2), shape, 7, 300) is None
+    finally:
+        w.stop()
