@@ -34,7 +34,7 @@ def test_chunk_size_does_not_change_the_result(chunk):
 def test_line_numbers_match_a_plain_count():
     seen = []
     lines = [b"plain line", b"Killed", b"", b"another", b"Killed"]
-    sc = LineScanner(default_rules().gate, lambda n, segs: seen.append((n, segs)) or 0)
+    sc = LineScanner(default_rules().gate, lambda n, segs, gated: seen.append((n, segs)) or 0)
     sc.feed(b"\n".join(lines) + b"\n")
     sc.close()
     assert [n for n, _ in seen] == [2, 5] and sc.lines == 5

@@ -17,8 +17,9 @@ from collections.abc import Callable
 CHUNK = 1 << 20
 MAX_LINE = 64 << 10
 
-# process(line_number, segments) -> how many following lines it wants to see regardless of the gate
-Processor = Callable[[int, list[str]], int]
+# process(line_number, segments, gated) -> how many following lines it wants to see regardless of
+# the gate (negative: close the window). `gated` says whether the line contains a needle.
+Processor = Callable[[int, list[str], bool], int]
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
@@ -103,7 +104,8 @@ class LineScanner:
             if self._window > 0:
                 nl = buf.find(b"\n", pos, end + 1)
                 self._window -= 1
-                self._emit(buf, pos, nl)
+                hit = search(buf, pos, nl)
+                self._emit(buf, pos, nl, hit.start() if hit else None, gated=hit is not None)
                 pos = nl + 1
                 continue
             m = search(buf, pos, end)
@@ -118,7 +120,7 @@ class LineScanner:
             self._emit(buf, start, nl, m.start())
             pos = nl + 1
 
-    def _emit(self, buf: bytes, start: int, stop: int, hit: int | None = None) -> None:
+    def _emit(self, buf: bytes, start: int, stop: int, hit: int | None = None, *, gated: bool = True) -> None:
         """Hand one line (buf[start:stop], without its LF) to the processor."""
         self.lines += 1
         if stop - start > self.max_line:
@@ -128,7 +130,7 @@ class LineScanner:
         if raw.endswith(b"\r"):
             raw = raw[:-1]
         segments = normalize(raw)
-        want = self.process(self.lines, segments) if segments else 0
+        want = self.process(self.lines, segments, gated) if segments else 0
         if want > self._window:
             self._window = want
         elif want < 0:
@@ -240,15 +242,17 @@ def detail_fields(text: str) -> dict[str, object]:
         m = _CUTE_TILE.search(text)
         if m:
             out["tile"] = "x".join(m.groups())
-    m = _ARCH.search(text)
+    m = _ARCH.search(text) if ("Sm" in text or "sm" in text or "arch" in text or "/1" in text
+                               or "capability" in text) else None
     if m:
         g = m.groups()
         cc = g[0] or g[1] or g[2] or g[3] or (g[4] + g[5] if g[4] else None)
         if cc:
             out["arch"] = f"sm{cc}"
-    if _FP4.search(text):
-        out["dtype_hint"] = "fp4"
-    elif _FP8.search(text):
+    if "fp4" in text or "FP4" in text or "e2m1" in text:
+        if _FP4.search(text):
+            out["dtype_hint"] = "fp4"
+    elif ("fp8" in text or "e4m3" in text) and _FP8.search(text):
         out["dtype_hint"] = "fp8"
     if "FINALIZE" in text:
         out["finalize"] = True
@@ -257,6 +261,14 @@ def detail_fields(text: str) -> dict[str, object]:
     elif "gemm1" in text:
         out["gemm"] = "gemm1"
     return out
+
+
+_FRAME = re.compile(r"^\s*(?:#?\d+\s+0x[0-9a-fA-F]+|at |\.\.\.|File |\S+\.(?:cu|h|hpp|inl|cpp):\d+)")
+
+
+def is_backtrace_frame(text: str) -> bool:
+    """A C++ backtrace frame ('2       0x7f3c2a6f1e9d void f<...>() + 1645') or its close kin."""
+    return _FRAME.match(text) is not None
 
 
 def tile_from_enum(value: str) -> str | None:

@@ -18,7 +18,9 @@ from typing import Any
 
 from tilefit.diagnose import events as ev
 from tilefit.diagnose.events import Event, Rule
-from tilefit.diagnose.parser import detail_fields, strip_prefix, tile_from_enum, tile_from_text
+from tilefit.diagnose.parser import (
+    detail_fields, is_backtrace_frame, strip_prefix, tile_from_enum, tile_from_text,
+)
 from tilefit.diagnose.rules import ENGINE_RANK, RuleSet
 
 HEALTHY, RECOVERED, FATAL, IN_PROGRESS, UNKNOWN = "healthy", "recovered", "fatal", "in-progress", "unknown"
@@ -26,6 +28,7 @@ VERDICTS = (HEALTHY, RECOVERED, FATAL, IN_PROGRESS, UNKNOWN)
 
 MAX_DISTINCT = 64       # tiles / tactics / ranks kept per failure class
 DETAIL_LINES = 40       # a failure's backtrace is read from this many following lines
+TRACEBACK_LINES = 400   # a traceback's exception line is looked for this far
 MESSAGE_CHARS = 240
 
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?\s*$)")
@@ -120,22 +123,34 @@ class Tracker:
         self.seen = 0
 
     # -- the parser callback ----------------------------------------------------------------
-    def process(self, line: int, segments: list[str]) -> int:
+    def process(self, line: int, segments: list[str], gated: bool = True) -> int:
+        if self.traceback is not None and line - self.traceback.line > TRACEBACK_LINES:
+            self.traceback = None
+        if not gated:
+            # A line inside a failure's window with no needle: only its backtrace details matter,
+            # and the window ends at the first line that is not a backtrace frame.
+            frame = False
+            for text in segments:
+                if is_backtrace_frame(text):
+                    frame = True
+                    self._attach(line, self._details(text))
+            return 0 if frame else -1
         want = 0
         for text in segments:
             want = max(want, self._segment(line, text))
-        if self.traceback is not None and line - self.traceback.line > 400:
-            self.traceback = None
         return want
 
     def _segment(self, line: int, text: str) -> int:
+        candidates = self.rules.candidates(text)
+        if not candidates:
+            if self.open is not None:
+                self._attach(line, self._details(text))
+            return 0
         body, rank, when = strip_prefix(text)
         if when is not None:
             self.last_time = when
-        matches = self.rules.match(text, body)
-        details = detail_fields(text) if (matches or self.open or self.traceback) else {}
-        if details.get("arch"):
-            self.arch_votes[details["arch"]] = self.arch_votes.get(details["arch"], 0) + 1
+        matches = self.rules.match(text, body, candidates)
+        details = self._details(text) if (matches or self.open or self.traceback) else {}
         if "tool" not in self.hints:
             for tool in ("benchmark_moe", "tuning_fused_moe_triton"):
                 if tool in text:
@@ -160,6 +175,13 @@ class Tracker:
                 self.seen += 1
                 want = max(want, self._failure(e, max(r.window for r, _ in failures)))
         return want
+
+    def _details(self, text: str) -> dict[str, Any]:
+        details = detail_fields(text)
+        arch = details.get("arch")
+        if arch:
+            self.arch_votes[arch] = self.arch_votes.get(arch, 0) + 1
+        return details
 
     # -- markers -----------------------------------------------------------------------------
     def _marker(self, e: Event) -> None:

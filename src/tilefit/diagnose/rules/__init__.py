@@ -52,12 +52,31 @@ class RuleSet:
         needles = [n for n in needles if not any(o != n and o in n for o in needles)]
         self.gate = re.compile(_trie_pattern(needles))
         self.needles = tuple(sorted(set(needles)))
+        # Per line: which gate needles occur, then only the rules holding them. (findall does not
+        # report a needle that starts inside another's match; no two gate needles overlap so.)
+        texts = [n.decode() for n in self.needles]
+        self._find = re.compile(_trie_pattern(list(self.needles)).decode())
+        self._by_needle: dict[str, tuple[int, ...]] = {
+            t: tuple(i for i, cr in enumerate(self.rules) if cr.rule.gate and t in cr.rule.needle) for t in texts}
 
-    def match(self, text: str, body: str | None = None) -> list[tuple[Rule, dict[str, str]]]:
+    def candidates(self, text: str) -> list[int]:
+        """Indexes of the rules whose needles occur in `text` (a superset of the matching rules)."""
+        found = set(self._find.findall(text))
+        if not found:
+            return []
+        if len(found) == 1:
+            return list(self._by_needle[found.pop()])
+        return sorted({i for n in found for i in self._by_needle[n]})
+
+    def match(self, text: str, body: str | None = None, candidates: list[int] | None = None
+              ) -> list[tuple[Rule, dict[str, str]]]:
         """Every rule that matches `text` (`body`: the text without its prefix), with its fields."""
         out = []
         body = text if body is None else body
-        for cr in self.rules:
+        if candidates is None:
+            candidates = self.candidates(text)
+        for i in candidates:
+            cr = self.rules[i]
             fields = cr.match(text, body)
             if fields is not None:
                 out.append((cr.rule, fields))

@@ -19,7 +19,7 @@ _EXC = (r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|I
 
 RULES = (
     Rule("traceback", E, TRACEBACK, MARKER, "Traceback (most recent call last)",
-         "[2025-10-06 20:07:41 TP0] Traceback (most recent call last):", window=400),
+         "[2025-10-06 20:07:41 TP0] Traceback (most recent call last):"),
     Rule("exception-line", E, EXCEPTION, BENIGN, "Error",
          "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356",
          pattern=_EXC, body=True),
