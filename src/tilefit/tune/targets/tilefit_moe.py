@@ -15,7 +15,7 @@ from typing import Any
 from tilefit.tune.targets.base import TuneShape
 
 SEED = 0
-WARMUP_MS, REP_MS = 25, 100
+WARMUP_MS, REP_MS = 10, 40  # do_bench budgets per config (ms)
 # Errors after which the CUDA context is unusable: the worker must be replaced.
 FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
                  "device-side assert", "CUDA error: an illegal instruction", "uncorrectable ECC")
@@ -28,9 +28,11 @@ class TilefitMoETarget:
     name = "tilefit"
     jobs = ("gemm1", "gemm2")
 
-    def __init__(self, *, gpu: str, seed: int = SEED, device: str = "cuda"):
+    def __init__(self, *, gpu: str, seed: int = SEED, device: str = "cuda",
+                 warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS):
         self.gpu = gpu
         self.seed = seed
+        self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         self.device = device  # "cpu" only for `check` under TRITON_INTERPRET=1 (tests)
         self._inputs: dict[Any, Any] = {}
         self._aligns: dict[Any, Any] = {}
@@ -101,8 +103,12 @@ class TilefitMoETarget:
         from tilefit.kernels.triton_moe.spec import compile_config
 
         n, k = shape.nk
+        # full=True compiles to a cubin (a ptxas crash shows here); use_cache=False goes through
+        # triton.compile, which fills Triton's own cache (the one the GPU worker's first launch
+        # reads when the specialisation matches) and answers from it when the kernel is there.
         compile_config(config, self.arch.cc_int, shape.dtype, gemm=shape.gemm,
-                       shape={"N": n, "K": k, "E": shape.experts, "topk": shape.topk})
+                       shape={"N": n, "K": k, "E": shape.experts, "topk": shape.topk},
+                       use_cache=False, full=True)
 
     # -- run and check (GPU worker) -------------------------------------------------------------
     def _problem(self, shape: TuneShape, batch: int) -> dict[str, Any]:
@@ -168,7 +174,8 @@ class TilefitMoETarget:
         launch = self._launch(config, shape, batch)
         launch()  # compile (a cache hit after the CPU pool) and surface launch errors untimed
         torch.cuda.synchronize()
-        return 1000.0 * float(do_bench(launch, warmup=WARMUP_MS, rep=REP_MS, return_mode="median"))
+        return 1000.0 * float(do_bench(launch, warmup=self.warmup_ms, rep=self.rep_ms,
+                                          return_mode="median"))
 
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
         """Compare the kernel's rows with a float32 reference on the CPU."""
