@@ -80,3 +80,31 @@ def test_usage_errors(cli, tmp_path, args, message):
     r = cli("tune", *flat, "--out", str(tmp_path))
     assert r.code == 2, (r.code, r.err)
     assert message in r.err and "Traceback" not in r.err
+
+
+def test_engine_targets_need_the_engine(cli, tmp_path):
+    import importlib.util
+
+    for engine in ("vllm", "sglang"):
+        if importlib.util.find_spec(engine) is not None:
+            continue  # installed here: the target would run (on a GPU)
+        r = cli("tune", "--model", "glm-5", "--tp", "8", "--target", engine, "--out", str(tmp_path))
+        assert r.code == 2 and f"pip install {engine}" in r.err
+
+
+def test_engine_target_files_and_defaults(tmp_path):
+    """The engine targets' storage and defaults need no engine and no GPU."""
+    from tilefit.kernels.triton_moe.config import MoEConfig
+    from tilefit.tune.targets.engines import SglangTarget, VllmTarget
+
+    layer = TuneShape("both", 256, 6144, 256, 8, "bf16", 256)
+    cfg = MoEConfig(16, 64, 128, 1, 4, 3)
+    v = VllmTarget(gpu="h200")
+    (path,) = v.write(tmp_path, layer, "NVIDIA H200", {"both": {1: cfg, 64: cfg}})
+    assert path.name == "E=256,N=256,device_name=NVIDIA_H200.json"
+    assert json.loads(path.read_text())["64"] == cfg.as_dict()
+    s = SglangTarget(gpu="h200")
+    (spath,) = s.write(tmp_path, layer, "NVIDIA H200", {"both": {1: cfg}})
+    assert spath.parent.name.startswith("triton_") and spath.name == path.name
+    assert v.default_config(layer, 1).block_m == 16  # vLLM: M <= E takes its small-batch branch
+    assert v.fit_reason(MoEConfig(256, 256, 256, 1, 8, 5), layer) is not None

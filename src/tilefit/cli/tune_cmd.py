@@ -127,12 +127,22 @@ def build_request(args: argparse.Namespace) -> Any:
     target = "replay" if args.replay else args.target
     if target not in TARGET_FACTORIES:
         raise UsageError(f"unknown --target {args.target!r}; use one of {', '.join(PUBLIC_TARGETS)}")
+    if target in ("vllm", "sglang"):
+        from tilefit.tune.targets.engines import require_engine
+
+        require_engine(target, target)
+        if target == "sglang" and args.ep > 1:
+            raise UsageError("--target sglang tunes without expert parallelism for now; use --ep 1, "
+                             "or --target tilefit")
     options = parse_option_text(args.strategy_option)
     make_options(get_strategy(args.strategy), options)  # reject bad options before any work
     model = load_model(args.model)
     plan = plan_layer(model, Layout(tp=args.tp, ep=args.ep))
     weights = model.weights.name
-    dtype = args.dtype or TUNABLE_DTYPES.get(weights)
+    dtype = TUNABLE_DTYPES.get(args.dtype, args.dtype) if args.dtype else TUNABLE_DTYPES.get(weights)
+    if target in ("vllm", "sglang") and dtype == "fp8" and not args.dtype:
+        raise UsageError(f"--target {target} tunes bf16/fp16 for now; {model.name} stores fp8 "
+                         f"weights: pass --dtype bf16, or use --target tilefit for fp8")
     if dtype not in ("bf16", "fp16", "fp8"):
         raise UsageError(f"the Triton fused-MoE kernels tune bf16, fp16 and fp8 (128x128 blocks); "
                          f"{model.name} stores {weights} weights: pass --dtype bf16 to tune the bf16 kernel")

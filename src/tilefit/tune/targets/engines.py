@@ -1,0 +1,174 @@
+"""The engines' own Triton fused-MoE kernels as tuning targets, used only when the engine is
+installed: a vLLM or SGLang user tunes the kernel the server will run. Nothing of either engine
+is copied here; their `fused_experts` is imported and launched under their `override_config`.
+
+Both engines' tuners time gemm1 + gemm2 together with one config, and so do these targets (the
+"both" job); the result is written in the engine's file format. bf16/fp16 only for now (the
+engines' fp8 argument lists differ across releases). The SMEM prefilter uses tilefit's model of
+the same grid (FACTS.md: 616 of 1920 fail on an H200 for vLLM's kernel, as for ours); a config
+that passes it and fails at launch anyway is reported as a model bug.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+from pathlib import Path
+from typing import Any
+
+from tilefit.errors import MissingDependency, UsageError
+from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
+
+
+def require_engine(module: str, pip_name: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        raise MissingDependency(f"--target {pip_name} tunes {pip_name}'s own kernel and needs "
+                                f"{pip_name} installed in this environment (pip install {pip_name}); "
+                                f"--target tilefit needs no engine")
+
+
+class _EngineTarget(TilefitMoETarget):
+    """Shared by the engine targets; each defines `_override()` (the engine's override_config)
+    and `_call(inputs, shape)` (one launch of the engine's fused_experts)."""
+
+    jobs = ("both",)
+    engine = ""
+
+    def space(self, shape: TuneShape) -> list[Any]:
+        if shape.dtype == "fp8":
+            raise UsageError(f"--target {self.engine} tunes bf16/fp16 for now; use --target tilefit "
+                             f"for fp8, or --dtype bf16")
+        return super().space(shape)
+
+    def default_config(self, shape: TuneShape, batch: int) -> Any:
+        from tilefit.engines.defaults import engine_default_config
+
+        d = engine_default_config(self.engine, M=batch, E=shape.experts, weight_dtype=shape.dtype,
+                                  arch=self.arch)
+        return d.as_moe_config()
+
+    def fit_reason(self, config: Any, shape: TuneShape) -> Any:
+        worst = None
+        for gemm in ("gemm1", "gemm2"):
+            r = super().fit_reason(config, shape.with_gemm(gemm))
+            worst = worst or r
+        return worst
+
+    def compile(self, config: Any, shape: TuneShape) -> None:
+        return None  # the engine's kernel compiles at its first launch, in the GPU worker
+
+    def versions(self) -> dict[str, str]:
+        from importlib.metadata import PackageNotFoundError, version
+
+        out = super().versions()
+        try:
+            out[self.engine] = version(self.engine)
+        except PackageNotFoundError:
+            pass
+        return out
+
+    def _inputs(self, shape: TuneShape, batch: int) -> dict[str, Any]:
+        key = ("engine", shape, batch)
+        if key in self._inputs:
+            return self._inputs[key]
+        import torch
+
+        self._inputs.clear()
+        g = torch.Generator(device="cpu").manual_seed(self.seed)
+        half = torch.float16 if shape.dtype == "fp16" else torch.bfloat16
+        h, i, e = shape.hidden, shape.width, shape.experts
+        ids = torch.rand(batch, shape.total_experts, generator=g).topk(shape.topk, dim=1).indices
+        p = {"x": (torch.randn(batch, h, generator=g) / h ** 0.5).to(half).cuda(),
+             "w1": (torch.randn(e, 2 * i, h, generator=g) / 4).to(half).cuda(),
+             "w2": (torch.randn(e, h, i, generator=g) / 4).to(half).cuda(),
+             "ids": ids.to(torch.int32).cuda(),
+             "weights": torch.rand(batch, shape.topk, generator=g).softmax(1).float().cuda()}
+        if shape.total_experts != e:  # EP: global ids, an expert map to this rank's experts
+            emap = torch.full((shape.total_experts,), -1, dtype=torch.int32)
+            emap[:e] = torch.arange(e, dtype=torch.int32)
+            p["expert_map"] = emap.cuda()
+        self._inputs[key] = p
+        return p
+
+    def run(self, config: Any, shape: TuneShape, batch: int) -> float:
+        import torch
+        from triton.testing import do_bench
+
+        p = self._inputs(shape, batch)
+        override = self._override()
+        cfg = config.as_dict()
+
+        def launch() -> Any:
+            with override(cfg):
+                return self._call(p, shape)
+
+        launch()
+        torch.cuda.synchronize()
+        return 1000.0 * float(do_bench(launch, warmup=self.warmup_ms, rep=self.rep_ms,
+                                       return_mode="median"))
+
+    def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
+        return None  # the engine's kernel is the engine's to test; we only time it
+
+
+class VllmTarget(_EngineTarget):
+    name = "vllm"
+    engine = "vllm"
+
+    def _override(self) -> Any:
+        from vllm.model_executor.layers.fused_moe import override_config
+
+        return override_config
+
+    def _call(self, p: dict[str, Any], shape: TuneShape) -> Any:
+        from vllm.model_executor.layers.fused_moe.fused_moe import fused_experts
+
+        kw: dict[str, Any] = {}
+        if "expert_map" in p:
+            kw = {"global_num_experts": shape.total_experts, "expert_map": p["expert_map"]}
+        return fused_experts(p["x"], p["w1"], p["w2"], p["weights"], p["ids"], **kw)
+
+    def write(self, out_dir: Path, shape: TuneShape, device_name: str,
+              winners: dict[str, dict[int, Any]]) -> list[Path]:
+        from tilefit.tune.config_files import write_vllm_file
+
+        per_batch = {b: c.as_dict() for b, c in winners["both"].items()}
+        return [write_vllm_file(out_dir, shape.experts, shape.width, device_name, per_batch,
+                                self.versions().get("triton"))]
+
+
+class SglangTarget(_EngineTarget):
+    name = "sglang"
+    engine = "sglang"
+
+    def _override(self) -> Any:
+        from sglang.srt.layers.moe.fused_moe_triton import override_config
+
+        return override_config
+
+    def _call(self, p: dict[str, Any], shape: TuneShape) -> Any:
+        from sglang.srt.layers.moe.fused_moe_triton.fused_moe import fused_experts
+
+        if "expert_map" in p:
+            raise UsageError("--target sglang tunes without expert parallelism for now (--ep 1)")
+        params = inspect.signature(fused_experts).parameters
+        if "topk_output" in params:  # releases that pass routing as a StandardTopKOutput
+            from sglang.srt.layers.moe.topk import StandardTopKOutput
+
+            topk = StandardTopKOutput(p["weights"], p["ids"], None)
+            kw = {}
+            if "moe_runner_config" in params:
+                from sglang.srt.layers.moe import MoeRunnerConfig
+
+                kw["moe_runner_config"] = MoeRunnerConfig()
+            return fused_experts(p["x"], p["w1"], p["w2"], topk, **kw)
+        return fused_experts(p["x"], p["w1"], p["w2"], p["weights"], p["ids"])
+
+    def write(self, out_dir: Path, shape: TuneShape, device_name: str,
+              winners: dict[str, dict[int, Any]]) -> list[Path]:
+        from tilefit.tune.config_files import write_sglang_files
+
+        per_batch = {b: c.as_dict() for b, c in winners["both"].items()}
+        return write_sglang_files(out_dir, shape.experts, shape.width, device_name, per_batch, None,
+                                  self.versions().get("triton", "unknown"))
