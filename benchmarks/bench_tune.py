@@ -12,6 +12,8 @@ cleared before each, median), so launch overhead is inside every kernel time.
   python benchmarks/bench_tune.py --layout ep8 --out benchmarks/results/tune_glm5_ep8.json
   python benchmarks/bench_tune.py --layout tp8 --out benchmarks/results/tune_glm5_tp8.json
   python benchmarks/bench_tune.py --summarize benchmarks/results/tune_glm5_*.json
+Each run journals every measurement: under a per-command time limit, give --work DIR and rerun
+with --resume until it completes (the wall times then add up the pieces; see "resumed" below).
 `--target fake` runs the same flow on a CPU with the fake target (a dry run of the script).
 """
 
@@ -52,19 +54,28 @@ def measured_device(gpu_key: str, dtype: str) -> tuple[Any, dict[str, float]]:
     from tilefit.tune.perfmodel import Device
 
     base = Device.from_gpu(get_gpu(gpu_key), dtype)
-    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    dst = torch.empty_like(src)
-    ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
-    bw = 2 * src.numel() / (ms * 1e-3)  # read + write
-    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
-    ms = do_bench(lambda: a @ b, warmup=25, rep=200, return_mode="median")
-    flops = 2 * 8192 ** 3 / (ms * 1e-3)
-    del src, dst, a, b
+    bw = _copy_bandwidth(torch, do_bench)
+    flops = _matmul_rate(torch, do_bench)
     torch.cuda.empty_cache()
     dev = Device(base.name, base.sm_count, bw, flops, base.smem_per_sm, base.max_threads_per_sm,
                  base.regs_per_sm)
     return dev, {"copy_bandwidth_gbps": bw / 1e9, "bf16_matmul_tflops": flops / 1e12}
+
+
+def _copy_bandwidth(torch: Any, do_bench: Any) -> float:
+    """Bytes/s of a 1 GiB device-to-device copy (read + write)."""
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = do_bench(lambda: dst.copy_(src), warmup=25, rep=200, return_mode="median")
+    return 2 * src.numel() / (ms * 1e-3)
+
+
+def _matmul_rate(torch: Any, do_bench: Any) -> float:
+    """Flop/s of an 8192^3 bf16 matmul."""
+    a = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    b = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
+    ms = do_bench(lambda: a @ b, warmup=25, rep=200, return_mode="median")
+    return 2 * 8192 ** 3 / (ms * 1e-3)
 
 
 def grouped_mm_us(shape: Any, batch: int, seed: int = 0) -> float | str:
@@ -97,8 +108,9 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
     from tilefit.tune.workers import default_compile_workers
 
     layer = layer_shape(args.layout, args.dtype)
+    jobs = tuple(args.jobs.split(","))
     if args.target == "fake":
-        spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", gpu=args.gpu)
+        spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", gpu=args.gpu, jobs=jobs)
         device_name, devices = "fake", (None,)
     else:
         import torch
@@ -106,10 +118,11 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
         if not torch.cuda.is_available():
             sys.exit("bench_tune.py needs a CUDA GPU (or --target fake for a CPU dry run)")
         device_name = torch.cuda.get_device_name(0)
-        spec = TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu=args.gpu)
+        spec = TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu=args.gpu,
+                             jobs=jobs, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
         devices = tuple(range(torch.cuda.device_count()))[: args.gpus]
-    work = Path(tempfile.mkdtemp(prefix=f"bench_tune_{args.layout}_"))
-    common = dict(gpu=args.gpu, device_name=device_name,
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix=f"bench_tune_{args.layout}_"))
+    common = dict(gpu=args.gpu, device_name=device_name, resume=args.resume,
                   compile_workers=args.compile_workers or default_compile_workers(),
                   devices=devices, compile_timeout_s=300.0, run_timeout_s=120.0)
     log = (lambda e, d: print(f"  {d['job']} batch {d['batch']}: {d['config']} "
@@ -165,6 +178,7 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
         "layout": args.layout, "dtype": args.dtype, "target": args.target,
         "shape": layer.as_dict(), "device_name": device_name, "devices": list(map(str, devices)),
         "compile_workers": common["compile_workers"], "measured_device": figures,
+        "resumed_entries": {"fast": fast.resumed_entries, "exhaustive": exhaustive.resumed_entries},
         "fast_wall_s": fast.wall_s, "fast_search_s": sum(r.search_s for r in fast.rows),
         "exhaustive_wall_s": exhaustive.wall_s, "exhaustive_search_s": ex_s,
         "exhaustive_checked_jobs": checked_jobs,
@@ -203,7 +217,7 @@ def summarize(paths: list[str]) -> str:
             out.append(f"Measured: copy {f['copy_bandwidth_gbps']:,.0f} GB/s, bf16 matmul "
                        f"{f['bf16_matmul_tflops']:,.0f} TFLOP/s. {d['timing']}.")
         out.append(f"Fast strategy, all {len({r['batch'] for r in d['rows']})} batch sizes x "
-                   f"2 GEMMs: {d['fast_wall_s']:,.1f} s. Exhaustive sweep at the checked batches: "
+                   f"{len({r['job'] for r in d['rows']})} GEMMs: {d['fast_wall_s']:,.1f} s. Exhaustive sweep at the checked batches: "
                    f"{d['exhaustive_wall_s']:,.1f} s; extrapolated to every batch size "
                    f"{d['exhaustive_extrapolated_all_batches_s']:,.1f} s; fast/exhaustive time "
                    f"{100 * (d['fast_over_exhaustive_time'] or 0):.1f}%. Shared-memory launch "
@@ -234,6 +248,12 @@ def main() -> None:
     p.add_argument("--batches", type=lambda t: tuple(int(x) for x in t.split(",")), default=STANDARD)
     p.add_argument("--checked", type=lambda t: tuple(int(x) for x in t.split(",")), default=CHECKED)
     p.add_argument("--compile-workers", type=int, default=None)
+    p.add_argument("--jobs", default="gemm1,gemm2", help="GEMMs to tune (comma-separated)")
+    p.add_argument("--warmup-ms", type=float, default=10.0, help="do_bench warm-up per config")
+    p.add_argument("--rep-ms", type=float, default=40.0, help="do_bench repetition time per config")
+    p.add_argument("--work", help="folder for the two runs' journals (default: a new temp folder); "
+                                  "with --resume a killed benchmark continues where it stopped")
+    p.add_argument("--resume", action="store_true")
     p.add_argument("--out", help="results JSON file")
     p.add_argument("--summarize", nargs="+", metavar="JSON")
     args = p.parse_args()

@@ -10,8 +10,10 @@ uninterrupted run would.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,57 +109,47 @@ def _quiet(event: str, data: dict[str, Any]) -> None:
 
 
 class _Evaluator:
-    """evaluate(configs) for one (job shape, batch): journal first, then compile pool, then GPU pool."""
+    """evaluate(configs) for one (job shape, batch): journal first, then each config flows
+    compile (CPU pool) -> run (GPU pool) on its own thread, so timing starts as soon as the first
+    compile is done instead of after the slowest of the chunk."""
 
     def __init__(self, name: str, target: Any, journal: Journal, compile_pool: WorkerPool,
                  bench_pool: WorkerPool, model_bugs: list[dict[str, Any]], progress: Progress):
         self.name, self.target, self.journal = name, target, journal
         self.compile_pool, self.bench_pool = compile_pool, bench_pool
         self.model_bugs, self.progress = model_bugs, progress
+        lanes = len(compile_pool.workers) + len(bench_pool.workers)
+        self._lanes = ThreadPoolExecutor(max_workers=lanes)
+
+    def close(self) -> None:
+        self._lanes.shutdown(wait=True)
+
+    def _one(self, shape: TuneShape, batch: int, config: Any) -> Result:
+        key, cfg = shape.key(), config.as_dict()
+        done = self.journal.lookup(self.name, key, batch, cfg)
+        if done is not None:
+            return done
+        misfit = self.target.fit_reason(config, shape)
+        if misfit is not None:
+            self.journal.record(self.name, key, batch, cfg, misfit)
+            return misfit
+        compiled = self.journal.lookup(self.name, key, None, cfg)
+        if compiled is None:
+            reply = self.compile_pool.call("compile", config, shape, None)
+            compiled = Ok(0.0) if reply is None else reply
+            self.journal.record(self.name, key, None, cfg, compiled)
+        if not isinstance(compiled, Ok):
+            return compiled
+        r = self.bench_pool.call("run", config, shape, batch)
+        self.journal.record(self.name, key, batch, cfg, r)
+        if isinstance(r, DoesNotFit):
+            self.model_bugs.append({"shape": key, "config": cfg, "result": to_json(r)})
+        self.progress("measured", {"config": config.label(), "result": describe(r)})
+        return r
 
     def __call__(self, shape: TuneShape, batch: int, configs: Sequence[Any]) -> list[Result]:
-        key = shape.key()
-        out: dict[int, Result] = {}
-        to_compile, to_run = [], []
-        for i, c in enumerate(configs):
-            done = self.journal.lookup(self.name, key, batch, c.as_dict())
-            if done is not None:
-                out[i] = done
-                continue
-            misfit = self.target.fit_reason(c, shape)
-            if misfit is not None:
-                out[i] = misfit
-                self.journal.record(self.name, key, batch, c.as_dict(), misfit)
-                continue
-            compiled = self.journal.lookup(self.name, key, None, c.as_dict())
-            if compiled is None:
-                to_compile.append(i)
-            elif isinstance(compiled, Ok):
-                to_run.append(i)
-            else:
-                out[i] = compiled
-        if to_compile:
-            replies = self.compile_pool.map("compile", [(configs[i], shape, None) for i in to_compile])
-            for i, reply in zip(to_compile, replies):
-                r: Result = Ok(0.0) if reply is None else reply
-                self.journal.record(self.name, key, None, configs[i].as_dict(), r)
-                if isinstance(r, Ok):
-                    to_run.append(i)
-                else:
-                    out[i] = r
-        if to_run:
-            to_run.sort()
-
-            def done(j: int, r: Result) -> None:
-                c = configs[to_run[j]]
-                self.journal.record(self.name, key, batch, c.as_dict(), r)
-                if isinstance(r, DoesNotFit):
-                    self.model_bugs.append({"shape": key, "config": c.as_dict(), "result": to_json(r)})
-                self.progress("measured", {"config": c.label(), "result": describe(r)})
-
-            replies = self.bench_pool.map("run", [(configs[i], shape, batch) for i in to_run], done)
-            out.update(zip(to_run, replies))
-        return [out[i] for i in range(len(configs))]
+        futures = [self._lanes.submit(self._one, shape, batch, c) for c in configs]
+        return [f.result() for f in futures]
 
 
 def _restrict(target: Any, job: str, batch: int, configs: list[Any],
@@ -174,7 +166,11 @@ def tune(req: TuneRequest, progress: Progress = _quiet) -> TuneReport:
     deadline = None if req.budget_minutes is None else started + 60.0 * req.budget_minutes
     target = req.target.build()
     strategy = get_strategy(req.strategy)
-    options = make_options(strategy, req.options)
+    opts = dict(req.options)
+    if "chunk" not in opts and any(f.name == "chunk" for f in dataclasses.fields(strategy.Options)):
+        # Hand the workers as many configs at once as there are compilers to keep busy.
+        opts["chunk"] = max(strategy.Options().chunk, req.compile_workers)
+    options = make_options(strategy, opts)
     exhaustive = get_strategy("exhaustive")
     gpu = get_gpu(req.gpu)
     context = {"versions": target.versions(), "gpu": req.device_name}
@@ -245,6 +241,7 @@ def tune(req: TuneRequest, progress: Progress = _quiet) -> TuneReport:
             else:
                 progress("warning", {"message": f"{layer.key()}: no config ran for some batch "
                                                 f"sizes; no config file written"})
+        evaluator.close()
         restarts = cpool.restarts + bpool.restarts
     report = TuneReport(rows, files, model_bugs, round(time.monotonic() - started, 3),
                         journal.resumed, restarts)

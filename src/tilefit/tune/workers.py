@@ -175,15 +175,18 @@ class WorkerPool:
             self._idle.put(w)
         self._threads = ThreadPoolExecutor(max_workers=len(self.workers))
 
+    def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
+        """One request on the next idle worker (blocks while all are busy); thread-safe."""
+        worker = self._idle.get()
+        try:
+            return worker.call(op, config, shape, batch, self.timeout)
+        finally:
+            self._idle.put(worker)
+
     def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]],
             on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
         def one(i: int) -> Any:
-            worker = self._idle.get()
-            try:
-                config, shape, batch = items[i]
-                out = worker.call(op, config, shape, batch, self.timeout)
-            finally:
-                self._idle.put(worker)
+            out = self.call(op, *items[i])
             if on_done is not None:
                 on_done(i, out)
             return out

@@ -29,6 +29,7 @@ class Options:
     chunk: int = 8  # configs measured at once (parallel compiles)
     max_fraction: float = 0.045  # trial cap as a fraction of the space
     min_trials: int = 16  # ... but at least this many
+    seeded_fraction: float = 0.045  # the cap when neighbouring batches' winners seed the search
     ridge: float = 1.0  # regularisation of the model correction
 
 
@@ -82,7 +83,10 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
     configs = list(space.configs)
     if not configs:
         return SearchResult(None, float("inf"), 0, ())
-    cap = max(opts.min_trials, math.floor(opts.max_fraction * len(configs)))
+    known = set(configs)
+    seeded = any(c in known for c in space.seeds)
+    fraction = opts.seeded_fraction if seeded else opts.max_fraction
+    cap = max(opts.min_trials, math.floor(fraction * len(configs)))
     limit = cap if budget.trials is None else min(cap, budget.trials)
     t = Tracker(evaluate, Budget(limit, budget.seconds, budget.started))
 
@@ -91,7 +95,6 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
     order = sorted(configs, key=lambda c: (predicted[c], c))
     values = {a: sorted({getattr(c, a) for c in configs}) for a in AXES}
     index = {tuple(getattr(c, a) for a in AXES): c for c in configs}
-    known = set(configs)
 
     t.measure([c for c in space.seeds if c in known] + order[:opts.top])
     while not t.exhausted:

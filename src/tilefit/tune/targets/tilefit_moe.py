@@ -29,8 +29,10 @@ class TilefitMoETarget:
     jobs = ("gemm1", "gemm2")
 
     def __init__(self, *, gpu: str, seed: int = SEED, device: str = "cuda",
-                 warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS):
+                 warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS, jobs: Any = None):
         self.gpu = gpu
+        if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
+            self.jobs = tuple(jobs)
         self.seed = seed
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         self.device = device  # "cpu" only for `check` under TRITON_INTERPRET=1 (tests)
