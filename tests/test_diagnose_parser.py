@@ -135,3 +135,34 @@ def test_fuzz_never_raises(parts, chunk):
 def test_random_bytes_never_raise(data):
     d = diagnose_bytes(data)
     human(d)
+
+
+@pytest.mark.parametrize("piece", [997, 4096, 65536])
+def test_parallel_reader_matches_the_serial_one(tmp_path, piece):
+    from tilefit.diagnose.parallel import scan_file
+    from tilefit.diagnose.verdict import DETAIL_LINES, Tracker
+
+    names = sorted(p.name for p in LOGS.glob("*.log"))
+    data = b"".join((LOGS / n).read_bytes() for n in names) + b"Killed " + b"z" * (70 << 10) + b"\ntail"
+    path = tmp_path / "all.log"
+    path.write_bytes(data)
+    serial = diagnose_bytes(data)
+    tracker = Tracker(default_rules())
+    lines, nbytes = scan_file(str(path), tracker.process, workers=2, detail_lines=DETAIL_LINES, piece=piece)
+    par = tracker.finish(lines, nbytes)
+    assert (lines, nbytes) == (serial.lines, serial.bytes) == (data.count(b"\n") + 1, len(data))
+    assert summary(par) == summary(serial)
+    assert [(f.kind, f.tiles, f.finalize_tiles, f.tactics, f.survived) for f in par.failures] == \
+        [(f.kind, f.tiles, f.finalize_tiles, f.tactics, f.survived) for f in serial.failures]
+
+
+def test_cli_reads_a_large_file_in_parallel_with_the_same_answer(tmp_path):
+    from tilefit.diagnose import diagnose_file
+    from tilefit.diagnose.parallel import PIECE
+
+    one = (LOGS / "sglang_sm120_tactics_oom.log").read_bytes()
+    path = tmp_path / "big.log"
+    path.write_bytes(one * (4 * PIECE // len(one) + 1))
+    serial = diagnose_file(str(path), workers=1)
+    par = diagnose_file(str(path), workers=2)
+    assert summary(par) == summary(serial) and par.failure(ev.TACTIC_SKIPPED).count > 160 * 50

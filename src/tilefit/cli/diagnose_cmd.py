@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any, BinaryIO
 
-from tilefit.cli.args import add_json_arg, add_target_args
+from tilefit.cli.args import add_json_arg, add_target_args, positive_int
 from tilefit.errors import UsageError
 
 EXIT_BY_VERDICT = {"healthy": 0, "recovered": 0, "fatal": 1, "in-progress": 3, "unknown": 3}
@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("log", metavar="LOG", help="log file (plain or .gz), or - for stdin")
     add_target_args(p, gpu_help="GPU the log came from (sizes failing tiles); default: what the log names")
     add_json_arg(p)
+    p.add_argument("--jobs", type=positive_int, metavar="N",
+                   help="processes that read a large file (default: up to 4, one per core)")
     p.add_argument("--follow", action="store_true",
                    help="tail a growing file until the verdict is no longer in-progress")
     p.add_argument("--poll", type=_seconds, default=1.0, metavar="S", help="--follow: seconds between reads")
@@ -58,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
     with _open(args.log) as stream:
         if args.follow and args.log != "-":
             _follow(dg, stream, args)
+        elif getattr(stream, "raw", None) is not None:  # a plain regular file
+            try:
+                dg.read_file(args.log, workers=args.jobs)
+            except OSError as e:
+                raise UsageError(f"cannot read the log: {e}") from None
         else:
             _read_all(dg, stream)
     dg.close()

@@ -7,6 +7,7 @@ does it for a whole stream; `Diagnoser` does it incrementally (for `--follow`).
 
 from __future__ import annotations
 
+import os
 from typing import Any, BinaryIO
 
 from tilefit.diagnose.explain import Explanation, explain
@@ -17,6 +18,7 @@ from tilefit.diagnose.verdict import (
 )
 
 __all__ = ["Diagnoser", "Diagnosis", "Explanation", "FailureClass", "diagnose_stream", "diagnose_bytes",
+           "diagnose_file",
            "resolve_target", "VERDICTS", "HEALTHY", "RECOVERED", "FATAL", "IN_PROGRESS", "UNKNOWN"]
 
 
@@ -45,6 +47,7 @@ class Diagnoser:
         self.tracker = Tracker(rules or default_rules())
         self.scanner = LineScanner(self.tracker.rules.gate, self.tracker.process)
         self.closed = False
+        self._counts: tuple[int, int] | None = None  # (lines, bytes) when read by read_file
 
     def feed(self, data: bytes) -> None:
         self.scanner.feed(data)
@@ -54,10 +57,31 @@ class Diagnoser:
             self.scanner.close()
             self.closed = True
 
+    def read_file(self, path: str, *, workers: int | None = None) -> None:
+        """Read a whole regular file; a large one is gated by `workers` processes (default: up to
+        4, one per core), with the same result as feeding it serially."""
+        from tilefit.diagnose.parallel import PIECE, default_workers, scan_file
+        from tilefit.diagnose.parser import CHUNK
+        from tilefit.diagnose.verdict import DETAIL_LINES
+
+        workers = default_workers() if workers is None else workers
+        if workers > 1 and os.path.getsize(path) >= 4 * PIECE:
+            self._counts = scan_file(path, self.tracker.process, workers=workers, detail_lines=DETAIL_LINES)
+            self.closed = True
+            return
+        with open(path, "rb") as f:
+            while True:
+                data = f.read(CHUNK)
+                if not data:
+                    break
+                self.feed(data)
+        self.close()
+
     def result(self, *, explain_it: bool = True) -> Diagnosis:
         """The diagnosis of what was fed so far (an unterminated last line counts once closed)."""
         arch, gpu, source = self.arch, self.gpu, ("given" if self.arch else None)
-        d = self.tracker.finish(self.scanner.lines, self.scanner.bytes, arch=arch, gpu=gpu, arch_source=source)
+        lines, nbytes = self._counts or (self.scanner.lines, self.scanner.bytes)
+        d = self.tracker.finish(lines, nbytes, arch=arch, gpu=gpu, arch_source=source)
         if d.gpu is None and d.arch is None and "device" in d.hints:
             d.gpu, d.arch, d.arch_source = _gpu_from_device(str(d.hints["device"]))
         if explain_it:
@@ -76,6 +100,14 @@ def diagnose_stream(stream: BinaryIO, *, gpu: str | None = None, arch: str | Non
             break
         dg.feed(data)
     dg.close()
+    return dg.result()
+
+
+def diagnose_file(path: str, *, gpu: str | None = None, arch: str | None = None, workers: int | None = None,
+                  family_loader: Any = None) -> Diagnosis:
+    """Diagnose a regular file (in parallel when it is large; see Diagnoser.read_file)."""
+    dg = Diagnoser(gpu=gpu, arch=arch, family_loader=family_loader)
+    dg.read_file(path, workers=workers)
     return dg.result()
 
 

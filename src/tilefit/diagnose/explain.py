@@ -140,11 +140,13 @@ def _tile_failures(d: Diagnosis) -> list[FailureClass]:
 
 def _tiles(d: Diagnosis, arch: Any, classes: list[FailureClass], family_loader: Any) -> list[Explanation]:
     tiles: list[str] = []
+    finalize: set[str] = set()
     fields: dict[str, Any] = {}
     for fc in classes:
         for t in fc.tiles:
             if t not in tiles:
                 tiles.append(t)
+        finalize.update(fc.finalize_tiles)
         for k, v in fc.fields.items():
             fields.setdefault(k, v)
     counts = ", ".join(f"{fc.count} {fc.kind}" for fc in classes)
@@ -168,10 +170,11 @@ def _tiles(d: Diagnosis, arch: Any, classes: list[FailureClass], family_loader: 
                 out.append(Explanation(f"tile {tile}", f"fit engine for {CUTLASS_FAMILY} not available: "
                                        f"{problem}"))
                 continue
-            out.append(_size_tile(family, tile, arch, fields))
+            out.append(_size_tile(family, tile, arch, fields, tile in finalize))
         if len(tiles) > MAX_TILES:
             out.append(Explanation("tiles", f"{len(tiles) - MAX_TILES} more tiles not shown"))
-    out.append(Explanation("tactics", _tactic_summary(d, classes), _tile_remedy(d, fields)))
+    out.append(Explanation("tactics", _tactic_summary(d, classes),
+                           _tile_remedy(d, {**fields, "finalize_tiles": sorted(finalize)})))
     return out
 
 
@@ -186,12 +189,12 @@ def _family(loader: Any) -> tuple[Any, str]:
         return None, f"{type(e).__name__}: {e}"
 
 
-def _size_tile(family: Any, tile: str, arch: Any, fields: dict[str, Any]) -> Explanation:
+def _size_tile(family: Any, tile: str, arch: Any, fields: dict[str, Any], finalize: bool) -> Explanation:
     about = f"tile {tile}"
     try:
         dtype = _dtype(family, arch, fields.get("dtype_hint"))
         text = _elements(tile, fields.get("dtype_hint"))
-        variants = [f"{text} finalize", text] if fields.get("finalize") else [text]
+        variants = [f"{text} finalize", text] if finalize else [text]
         last_error: Exception | None = None
         for variant in variants:
             try:
@@ -261,7 +264,7 @@ def _tile_remedy(d: Diagnosis, fields: dict[str, Any]) -> str:
                  "file (a JSON path FlashInfer's autotuner loads at start)",
                  f"`tilefit fit --family {CUTLASS_FAMILY} --emit-blocklist` prints the tactics predicted to "
                  "fail"]
-    if fields.get("finalize") or fields.get("gemm") == "gemm2":
+    if fields.get("finalize") or fields.get("finalize_tiles") or fields.get("gemm") == "gemm2":
         if d.engine == "sglang":
             steps.append("the fused-finalize GEMM2 epilogue needs more shared memory: "
                          "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0 turns it off")

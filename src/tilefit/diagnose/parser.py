@@ -254,7 +254,9 @@ def detail_fields(text: str) -> dict[str, object]:
             out["dtype_hint"] = "fp4"
     elif ("fp8" in text or "e4m3" in text) and _FP8.search(text):
         out["dtype_hint"] = "fp8"
-    if "FINALIZE" in text:
+    # TmaWarpSpecializedGroupedGemmInput::EpilogueFusion is {NONE, ACTIVATION, GATED_ACTIVATION,
+    # FINALIZE}; a demangled backtrace prints a template argument of it as "(...EpilogueFusion)3".
+    if "FINALIZE" in text or "EpilogueFusion)3" in text:
         out["finalize"] = True
     if "gemm2" in text:
         out["gemm"] = "gemm2"

@@ -48,6 +48,7 @@ class FailureClass:
     severity: str = ev.BENIGN
     survived: int = 0          # events an autotuner/sweep caught or the process outlived
     tiles: list[str] = field(default_factory=list)
+    finalize_tiles: list[str] = field(default_factory=list)  # seen with the fused FINALIZE epilogue
     tactics: list[str] = field(default_factory=list)
     ranks: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
@@ -67,8 +68,10 @@ class FailureClass:
         if e.rank:
             _add_distinct(self.ranks, e.rank)
 
-    def add_tile(self, tile: str) -> None:
+    def add_tile(self, tile: str, finalize: bool = False) -> None:
         _add_distinct(self.tiles, tile)
+        if finalize:
+            _add_distinct(self.finalize_tiles, tile)
 
 
 def _add_distinct(items: list[str], value: str) -> None:
@@ -257,6 +260,7 @@ class Tracker:
         tile = details.get("tile") or _tile_of(fields)
         if tile:
             e.tiles.append(tile)
+            e.fields["tile"] = tile
         if fields.get("arch_cc"):
             e.fields.setdefault("arch", f"sm{fields['arch_cc']}")
         return e
@@ -267,7 +271,7 @@ class Tracker:
             fc = self.classes[e.kind] = FailureClass(e.kind)
         fc.add(e)
         for t in e.tiles:
-            fc.add_tile(t)
+            fc.add_tile(t, bool(e.fields.get("finalize")) and t == e.fields.get("tile"))
         if e.caught:
             fc.survived += e.weight
         if self.first_failure_line is None:
@@ -300,7 +304,7 @@ class Tracker:
                 del self.pending[(e.kind, e.rank)]
         owner.fields.setdefault("reason", e.kind)
         for t in e.tiles:
-            self._add_tile(owner, t)
+            self._add_tile(owner, t, bool(e.fields.get("finalize")) and t == e.fields.get("tile"))
 
     def _attach(self, line: int, details: dict[str, Any]) -> None:
         if not self.open or not details:
@@ -310,20 +314,20 @@ class Tracker:
             self.open = None
             return
         if details.get("tile"):
-            self._add_tile(e, details["tile"])
-        for key in ("arch", "dtype_hint", "finalize", "gemm"):
+            self._add_tile(e, details["tile"], bool(details.get("finalize")))
+        for key in ("arch", "dtype_hint", "gemm"):
             if key in details:
                 e.fields.setdefault(key, details[key])
                 fc = self.classes.get(e.kind)
                 if fc is not None:
                     fc.fields.setdefault(key, details[key])
 
-    def _add_tile(self, e: Event, tile: str) -> None:
+    def _add_tile(self, e: Event, tile: str, finalize: bool = False) -> None:
         if tile not in e.tiles:
             e.tiles.append(tile)
         fc = self.classes.get(e.kind)
         if fc is not None:
-            fc.add_tile(tile)
+            fc.add_tile(tile, finalize)
 
     def _count_engine(self, engine: str) -> None:
         self.engines[engine] = self.engines.get(engine, 0) + 1

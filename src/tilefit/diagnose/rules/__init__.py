@@ -46,6 +46,11 @@ class RuleSet:
                  len({r.engine for r in rules if r.name == n}) < names.count(n)}
         if dupes:
             raise ValueError(f"duplicate rule names within an engine: {sorted(dupes)}")
+        from tilefit.diagnose.verdict import DETAIL_LINES
+
+        too_wide = [r.name for r in rules if r.window > DETAIL_LINES]
+        if too_wide:  # the parallel reader sends at most DETAIL_LINES frames after a gated line
+            raise ValueError(f"rule windows wider than {DETAIL_LINES} lines: {too_wide}")
         self.rules = tuple(CompiledRule(r, re.compile(r.pattern) if r.pattern else None) for r in rules)
         needles = [r.needle.encode() for r in rules if r.gate]
         # A needle that contains another needle adds nothing to the gate.
