@@ -118,3 +118,26 @@ def test_sigkill_then_resume_equals_uninterrupted(tmp_path):
     resumed = tune(_request(killed_dir, resume=True))
     assert resumed.resumed_entries > 0
     assert _outcome(resumed) == _outcome(clean)
+
+
+def test_down_rule_and_tiny_budget(tmp_path):
+    """SGLang's _down rule through `restrict`: gemm2 keeps gemm1's BLOCK_SIZE_M at every batch;
+    a budget spent before the first trial still measures one config per batch size."""
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=2, grid="distinct",
+                         down_same_block_m=True)
+    report = tune(_request(tmp_path / "down", spec=spec, batches=(1, 16, 256)))
+    by = {(r.job, r.batch): r.config_dict for r in report.rows}
+    for b in (1, 16, 256):
+        assert by[("gemm2", b)]["BLOCK_SIZE_M"] == by[("gemm1", b)]["BLOCK_SIZE_M"]
+    tiny = tune(_request(tmp_path / "tiny", spec=spec, budget_minutes=1e-6))
+    assert all(r.config is not None and r.trials == 1 for r in tiny.rows)
+
+
+def test_worker_reports_a_target_it_cannot_build():
+    w = Worker(TargetSpec.of("tilefit.tune.targets.fake:NoSuchTarget"))
+    try:
+        r = w.call("compile", GOOD, SHAPE, None, 20)
+        assert isinstance(r, LaunchFailed) and "could not build the target" in r.message
+        assert "NoSuchTarget" in r.message
+    finally:
+        w.stop()

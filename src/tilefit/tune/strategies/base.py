@@ -60,7 +60,9 @@ class Tracker:
         todo = [c for c in dict.fromkeys(configs) if c not in self.results]
         left = self.budget.left(len(self.results))
         if left is not None:
-            todo = todo[:left]
+            # Out of budget before the first trial: still measure one config (the strategy's
+            # first choice), so that every batch size gets a measured config.
+            todo = todo[:max(left, 0 if self.results else 1)]
         if todo:
             for c, r in zip(todo, self._evaluate(todo)):
                 self.results[c] = r

@@ -49,7 +49,7 @@ class FakeTarget:
                  compile_crash: Any = (), compile_hang: Any = (), compile_segv: Any = (),
                  run_crash: Any = (), run_hang: Any = (), run_segv: Any = (), run_fatal: Any = (),
                  smem_lie: Any = (), compile_sleep_s: float = 0.0, run_sleep_s: float = 0.0,
-                 grid: str = "full", jobs: Any = ("gemm1", "gemm2")):
+                 grid: str = "full", jobs: Any = ("gemm1", "gemm2"), down_same_block_m: bool = False):
         self.seed = seed
         self.gpu = gpu
         self.smem_limit = smem_limit
@@ -61,6 +61,14 @@ class FakeTarget:
         self.run_sleep_s = run_sleep_s
         self.grid = grid
         self.jobs = tuple(jobs)
+        self.down_same_block_m = down_same_block_m  # SGLang's _down rule, for tests of `restrict`
+
+    def restrict(self, job: str, batch: int, configs: list[Any],
+                 winners: dict[str, dict[int, Any]]) -> list[Any]:
+        if not (self.down_same_block_m and job == "gemm2"):
+            return configs
+        bm = winners["gemm1"][batch].block_m
+        return [c for c in configs if c.block_m == bm]
 
     # -- the config space ---------------------------------------------------------------------
     def space(self, shape: TuneShape) -> list[Any]:
