@@ -166,3 +166,22 @@ def test_cli_reads_a_large_file_in_parallel_with_the_same_answer(tmp_path):
     serial = diagnose_file(str(path), workers=1)
     par = diagnose_file(str(path), workers=2)
     assert summary(par) == summary(serial) and par.failure(ev.TACTIC_SKIPPED).count > 160 * 50
+
+
+def test_no_process_pool_falls_back_to_serial(tmp_path, monkeypatch):
+    from concurrent.futures.process import BrokenProcessPool
+
+    from tilefit.diagnose import diagnose_file, parallel
+    from tilefit.diagnose.parallel import PIECE
+
+    one = (LOGS / "sglang_sm120_tactics_recovered.log").read_bytes()
+    path = tmp_path / "big.log"
+    path.write_bytes(one * (4 * PIECE // len(one) + 1))
+
+    def broken(path, process, **kw):
+        process(1, ["Killed"], True)  # half-fed state that the fallback must discard
+        raise BrokenProcessPool("a worker died")
+
+    monkeypatch.setattr(parallel, "scan_file", broken)
+    d = diagnose_file(str(path), workers=2)
+    assert d.verdict == "recovered" and d.failure(ev.KILLED) is None

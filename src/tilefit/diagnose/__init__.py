@@ -66,9 +66,18 @@ class Diagnoser:
 
         workers = default_workers() if workers is None else workers
         if workers > 1 and os.path.getsize(path) >= 4 * PIECE:
-            self._counts = scan_file(path, self.tracker.process, workers=workers, detail_lines=DETAIL_LINES)
-            self.closed = True
-            return
+            from concurrent.futures.process import BrokenProcessPool
+
+            try:
+                self._counts = scan_file(path, self.tracker.process, workers=workers,
+                                         detail_lines=DETAIL_LINES)
+                self.closed = True
+                return
+            except (BrokenProcessPool, ImportError, NotImplementedError, PermissionError):
+                # No process pool here (a sandbox without semaphores, a killed worker): start
+                # over serially with fresh state.
+                self.tracker = Tracker(self.tracker.rules)
+                self.scanner = LineScanner(self.tracker.rules.gate, self.tracker.process)
         with open(path, "rb") as f:
             while True:
                 data = f.read(CHUNK)
