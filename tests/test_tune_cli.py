@@ -68,6 +68,7 @@ def test_no_gpu_is_exit_2(cli, monkeypatch, tmp_path):
     (("--strategy", "random"), "unknown strategy"),
     (("--target", "triton"), "unknown --target"),
     (("--model", "glm-5-nvfp4"), "--dtype bf16"),
+    (("--dtype", "int4"), "unknown --dtype"),
     (("--tp", "3"), "does not divide"),
     (("--replay", "/nonexistent/j.jsonl"), "no such file"),
 ])

@@ -143,6 +143,8 @@ def build_request(args: argparse.Namespace) -> Any:
     if target in ("vllm", "sglang") and dtype == "fp8" and not args.dtype:
         raise UsageError(f"--target {target} tunes bf16/fp16 for now; {model.name} stores fp8 "
                          f"weights: pass --dtype bf16, or use --target tilefit for fp8")
+    if args.dtype and dtype not in ("bf16", "fp16", "fp8"):
+        raise UsageError(f"unknown --dtype {args.dtype!r}; use bf16, fp16 or fp8 (128x128 block scales)")
     if dtype not in ("bf16", "fp16", "fp8"):
         raise UsageError(f"the Triton fused-MoE kernels tune bf16, fp16 and fp8 (128x128 blocks); "
                          f"{model.name} stores {weights} weights: pass --dtype bf16 to tune the bf16 kernel")

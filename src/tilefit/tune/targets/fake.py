@@ -84,7 +84,11 @@ class FakeTarget:
     def default_config(self, shape: TuneShape, batch: int) -> Any:
         from tilefit.kernels.triton_moe.config import MoEConfig
 
-        return MoEConfig(16, 32, 64, 1, 4, 3) if batch <= shape.experts else MoEConfig(64, 64, 64, 16, 4, 3)
+        # A fixed pick from the grid (fp8's grid has N, K multiples of 128), like the engines'
+        # small-batch / large-batch defaults; only the speedup column depends on it.
+        nk = 128 if shape.dtype == "fp8" else 64
+        small = batch * shape.topk <= shape.total_experts
+        return MoEConfig(16, nk, nk, 1, 4, 3) if small else MoEConfig(64, nk, nk, 16, 4, 3)
 
     def smem_bytes(self, config: Any, shape: TuneShape) -> int:
         """The fake's shared-memory model: (stages - 1) x (BM + BN) x BK x bytes (FACTS.md s.4)."""
