@@ -43,7 +43,9 @@ SWEEP = [parse_config(s) for s in (
     "16,256,128,1,8,3", "32,64,128,1,4,4", "32,128,128,1,4,4", "32,128,256,1,8,3",
     "64,64,128,1,4,4", "64,128,64,16,4,4", "64,128,128,16,4,3", "64,256,64,16,8,4",
     "128,128,64,16,4,4", "128,128,128,16,8,3", "128,256,64,16,8,4", "128,256,64,16,8,3",
-    "64,256,128,16,8,3", "128,128,64,16,8,5")]
+    "64,256,128,16,8,3", "128,128,64,16,8,5",
+    "16,32,128,1,4,4", "16,32,256,1,4,3", "32,32,256,1,4,3", "16,64,64,1,4,5",
+    "128,128,64,16,8,4", "64,256,64,16,4,4", "256,128,64,16,8,3", "128,256,64,64,8,3")]
 
 
 def rel_err(out, ref):
@@ -51,11 +53,19 @@ def rel_err(out, ref):
 
 
 def routing(t, e_local, seed=0):
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    ids = torch.stack([torch.randperm(E_ALL, generator=g)[:TOPK] for _ in range(t)])
-    w = torch.rand(t, TOPK, generator=g)
-    ids = torch.where(ids < e_local, ids, torch.full_like(ids, -1))  # other ranks' experts
-    return ids.to(DEV), (w / w.sum(1, keepdim=True)).to(DEV)
+    """Top-8 of 256, uniform; experts >= e_local live on other ranks (-1, as vLLM's expert_map).
+
+    Under EP8 a rank expects t*8/8 = t local assignments; at t = 1 a draw can leave it none (and no
+    work), so seeds are tried in order until at least one assignment is local.
+    """
+    while True:
+        g = torch.Generator(device="cpu").manual_seed(seed)
+        ids = torch.stack([torch.randperm(E_ALL, generator=g)[:TOPK] for _ in range(t)])
+        w = torch.rand(t, TOPK, generator=g)
+        ids = torch.where(ids < e_local, ids, torch.full_like(ids, -1))  # other ranks' experts
+        if (ids >= 0).any():
+            return ids.to(DEV), (w / w.sum(1, keepdim=True)).to(DEV)
+        seed += 1
 
 
 def check() -> list[dict]:
@@ -210,7 +220,8 @@ def bench(ceil: dict) -> list[dict]:
                 floor = max(p["bytes"] / (ceil["copy_GBps"] * 1e9), p["flops"] / (ceil["bf16_TFLOPs"] * 1e12))
                 default = FAMILY.default_config(arch, "bf16", M=t, E=E_ALL, N=p["n"], K=p["k"], topk=TOPK)
                 t_def = time_ours(p, default, gemm)
-                best = (t_def, default)
+                t_def2 = time_ours(p, default, gemm)  # the same thing twice: the noise level
+                best = (min(t_def, t_def2), default)
                 for cfg in SWEEP:
                     if not FAMILY.verdict(cfg, arch, "bf16").fits:
                         continue
@@ -222,12 +233,13 @@ def bench(ceil: dict) -> list[dict]:
                     print(f"grouped_mm {shape} {gemm} {t}: {exc}", file=sys.stderr)
                 r = dict(shape=shape, gemm=gemm, batch=t, rows=p["rows"], N=p["n"], K=p["k"],
                          floor_us=floor * 1e6, default=default.label(), default_us=t_def * 1e6,
+                         default_repeat_us=t_def2 * 1e6,
                          best=best[1].label(), best_us=best[0] * 1e6, grouped_mm_us=t_gmm * 1e6,
                          default_pct=100 * floor / t_def, best_pct=100 * floor / best[0],
                          grouped_mm_pct=100 * floor / t_gmm)
                 rows.append(r)
                 print(f"{shape} {gemm} {t:5d} floor {r['floor_us']:8.1f} default {r['default_us']:8.1f} "
-                      f"({r['default_pct']:5.1f}%) best {r['best_us']:8.1f} ({r['best_pct']:5.1f}%) "
+                      f"({r['default_pct']:5.1f}%) again {t_def2 * 1e6:8.1f} best {r['best_us']:8.1f} ({r['best_pct']:5.1f}%) "
                       f"{r['best']:<24} gmm {r['grouped_mm_us']:8.1f} ({r['grouped_mm_pct']:5.1f}%)",
                       flush=True)
     return rows

@@ -148,6 +148,18 @@ def test_verify_without_triton_names_the_extra(monkeypatch):
         FAMILY.verify([MoEConfig(16, 32, 64, 1, 4, 2)], get_arch("sm90"), "bf16")
 
 
+def test_family_import_and_grid_judgement_need_neither_triton_nor_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from tilefit.kernels.registry import get_family; "
+            "from tilefit.hw.catalog import get_arch; f = get_family('triton-moe'); a = get_arch('sm120'); "
+            "[f.verdict(c, a, 'bf16') for c in f.configs(a, 'bf16')]; "
+            "print(sorted(m for m in ('triton', 'torch') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
 def test_unknown_arch_is_a_usage_error():
     with pytest.raises(UsageError):
         get_arch("sm42")

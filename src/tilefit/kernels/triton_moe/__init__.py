@@ -55,27 +55,36 @@ class TritonMoEFamily:
 
     def default_config(self, arch: Arch, dtype: str, *, M: int = 1, E: int = 1, N: int = 0,
                        K: int = 0, topk: int = 8, **_: Any) -> MoEConfig:
-        """The config used when no tuned one exists, in the spirit of the engines' heuristics.
+        """The config used when no tuned one exists: three buckets of rows per expert.
 
-        From the expected rows per expert m = M*topk/E: BLOCK_SIZE_M is the power of two >= m
-        clamped to [16, 64] (small blocks waste less padding when experts get few tokens);
-        BLOCK_SIZE_N 64 for BM <= 32 (memory-bound: more column blocks to fill the SMs), else 128;
-        BLOCK_SIZE_K 128 for BM <= 32, else 64; GROUP_SIZE_M 1 for BM <= 32, else 16; 4 warps;
-        fp8 needs N/K blocks of 128. num_stages is the deepest of 4, 3, 2 whose shared memory (the
-        model) fits the arch. N and K are accepted for signature compatibility; unused for now.
+        m = M * topk / E is the expected number of rows an expert receives (M tokens, E = the
+        model's routed experts, so that EP ranks get the same answer as TP ranks). Like the
+        engines' defaults (vLLM: BM 16 for small batches, 64 above), the tile grows with m:
+          m <= 16:  16 x  64 x 128, GROUP_SIZE_M  1, 4 warps  (weight-streaming, many N blocks)
+          m <= 64:  64 x 128 x  64, GROUP_SIZE_M 16, 4 warps
+          m  > 64: 128 x 256 x  64, GROUP_SIZE_M 16, 8 warps, at most 3 stages (compute-bound)
+        These were the best of benchmarks/bench_triton_kernel.py's sweep in each bucket on an H200
+        (GLM-5 EP8/TP8, see benchmarks/RESULTS.md). fp8 rounds N and K up to the 128-wide scale
+        blocks. num_stages is the deepest allowed (from 4, or 3 for the large tile, down to 2)
+        whose shared memory (the model) fits the arch, so the default always launches. N and K
+        are accepted for callers that know them; the buckets do not need them.
         """
         d = self._dtype(arch, dtype)
-        m = max(1, -(-int(M) * int(topk) // max(1, int(E))))
-        bm = min(64, max(16, 1 << (m - 1).bit_length()))
-        small = bm <= 32
-        bn, bk, gm = (64, 128, 1) if small else (128, 64, 16)
+        m = int(M) * int(topk) / max(1, int(E))
+        if m <= 16:
+            bm, bn, bk, gm, warps, depths = 16, 64, 128, 1, 4, (4, 3, 2)
+        elif m <= 64:
+            bm, bn, bk, gm, warps, depths = 64, 128, 64, 16, 4, (4, 3, 2)
+        else:
+            bm, bn, bk, gm, warps, depths = 128, 256, 64, 16, 8, (3, 2)
         if d == "fp8":
-            bn, bk = 128, 128
-        for stages in (4, 3, 2):
-            cfg = MoEConfig(bm, bn, bk, gm, 4, stages)
+            bn, bk = max(bn, _config.FP8_BLOCK), max(bk, _config.FP8_BLOCK)
+        for stages in depths:
+            cfg = MoEConfig(bm, bn, bk, gm, warps, stages)
             if smem.total_bytes(cfg, arch, d) <= arch.smem_per_block_optin:
                 return cfg
-        return cfg
+        # Nothing fits even at 2 stages (no catalogued arch): the smallest tile the dtype allows.
+        return MoEConfig(16, 128 if d == "fp8" else 32, 128 if d == "fp8" else 64, 1, 4, 2)
 
     def verify(self, configs: Sequence[MoEConfig], arch: Arch, dtype: str,
                **_: Any) -> list[OracleCheck]:
