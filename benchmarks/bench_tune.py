@@ -13,7 +13,8 @@ cleared before each, median), so launch overhead is inside every kernel time.
   python benchmarks/bench_tune.py --layout tp8 --out benchmarks/results/tune_glm5_tp8.json
   python benchmarks/bench_tune.py --summarize benchmarks/results/tune_glm5_*.json
 Each run journals every measurement: under a per-command time limit, give --work DIR and rerun
-with --resume until it completes (the wall times then add up the pieces; see "resumed" below).
+with --resume until it completes. Wall times then cover the last piece only; the journals'
+line timestamps give each phase's working time across pieces ("*_journal_active_s").
 `--target fake` runs the same flow on a CPU with the fake target (a dry run of the script).
 """
 
@@ -103,6 +104,7 @@ def grouped_mm_us(shape: Any, batch: int, seed: int = 0) -> float | str:
 
 
 def run_layout(args: argparse.Namespace) -> dict[str, Any]:
+    from tilefit.tune.journal import active_seconds
     from tilefit.tune.run import TuneRequest, tune
     from tilefit.tune.targets.base import TargetSpec
     from tilefit.tune.workers import default_compile_workers
@@ -179,6 +181,8 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
         "shape": layer.as_dict(), "device_name": device_name, "devices": list(map(str, devices)),
         "compile_workers": common["compile_workers"], "measured_device": figures,
         "resumed_entries": {"fast": fast.resumed_entries, "exhaustive": exhaustive.resumed_entries},
+        "fast_journal_active_s": active_seconds(work / "fast" / "journal.jsonl"),
+        "exhaustive_journal_active_s": active_seconds(work / "exhaustive" / "journal.jsonl"),
         "fast_wall_s": fast.wall_s, "fast_search_s": sum(r.search_s for r in fast.rows),
         "exhaustive_wall_s": exhaustive.wall_s, "exhaustive_search_s": ex_s,
         "exhaustive_checked_jobs": checked_jobs,

@@ -57,3 +57,12 @@ def test_bad_middle_line_is_usage_error(tmp_path):
     path.write_text('{"nope": 1}\n{"also": 2}\n')
     with pytest.raises(UsageError, match="line 1"):
         Journal(path, resume=True, context={})
+
+
+def test_active_seconds_leaves_out_long_gaps(tmp_path):
+    from tilefit.tune.journal import active_seconds
+
+    path = tmp_path / "j.jsonl"
+    lines = [json.dumps({"t": t}) for t in (100.0, 101.5, 103.0, 5000.0, 5002.0)]
+    path.write_text("\n".join(lines) + "\n")
+    assert active_seconds(path, max_gap_s=60) == pytest.approx(5.0)

@@ -1,7 +1,7 @@
 """The tuning journal: one JSON line per measurement, flushed and fsynced as it is made.
 
 A line holds target, shape, batch (null for a compile result, which holds for every batch),
-config, result, versions and GPU. `Journal.open(path, resume=True)` reads earlier lines back
+config, result, the time it was written ("t", Unix seconds), versions and GPU. `Journal.open(path, resume=True)` reads earlier lines back
 (a torn last line from a SIGKILL is dropped) so a resumed run skips what is already measured,
 and the same file doubles as a recorded landscape for the replay target.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,7 @@ class Journal:
                result: Result) -> None:
         line = {"v": FORMAT, "target": target, "shape": shape, "batch": batch,
                 "config": {k: int(v) for k, v in config.items()}, "result": to_json(result),
-                **self.context}
+                "t": round(time.time(), 3), **self.context}
         data = (json.dumps(line, sort_keys=False) + "\n").encode()
         with self._lock:
             self._file.write(data)
@@ -120,3 +121,16 @@ class Journal:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def active_seconds(path: str | os.PathLike[str], max_gap_s: float = 120.0) -> float:
+    """Seconds the journal's writer was working: the sum of gaps between consecutive lines, gaps
+    longer than `max_gap_s` (a kill and a later --resume) left out. Lines before "t" existed
+    count nothing."""
+    stamps = []
+    for raw in Path(path).read_bytes().split(b"\n"):
+        try:
+            stamps.append(float(json.loads(raw)["t"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return sum(b - a for a, b in zip(stamps, stamps[1:]) if 0 <= b - a <= max_gap_s)
