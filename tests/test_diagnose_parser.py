@@ -53,13 +53,13 @@ def test_carriage_return_redraws_are_separate_segments():
 
 
 def test_invalid_utf8_is_replaced_not_fatal():
-    d = diagnose_bytes(b"\xff\xfe garbage \xc3\x28 Killed\n")
-    assert d.cause == ev.KILLED and "\ufffd" in d.decisive.text
+    d = diagnose_bytes(b"\xff\xfe garbage \xc3\x28 Segmentation fault (core dumped)\n")
+    assert d.cause == ev.CRASHED and "\ufffd" in d.decisive.text
 
 
 def test_megabyte_lines_are_capped_and_still_matched():
     big = b"x" * (1 << 20)
-    data = big + b" Killed\n" + big + b"\n" + b"[2025-10-06 20:05:17] The server is fired up and ready to roll!\n"
+    data = big + b" Segmentation fault (core dumped)\n" + big + b"\n" + b"[2025-10-06 20:05:17] The server is fired up and ready to roll!\n"
     for chunk in (1 << 16, 1 << 20, 3 << 20):
         d = diagnose_stream(io.BytesIO(data), chunk=chunk)
         assert d.lines == 3 and d.verdict == "recovered" and d.ready.line == 3, chunk
@@ -67,9 +67,9 @@ def test_megabyte_lines_are_capped_and_still_matched():
 
 
 def test_a_line_longer_than_the_cap_across_chunks_keeps_its_head():
-    data = b"Killed " + b"y" * (300 << 10) + b"\nnext\n"
+    data = b"Segmentation fault " + b"y" * (300 << 10) + b"\nnext\n"
     d = diagnose_stream(io.BytesIO(data), chunk=4096)
-    assert d.cause == ev.KILLED and d.decisive.line == 1 and d.lines == 2
+    assert d.cause == ev.CRASHED and d.decisive.line == 1 and d.lines == 2
 
 
 def test_truncated_final_line_counts_once_closed():

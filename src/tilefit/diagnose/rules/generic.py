@@ -57,9 +57,14 @@ RULES = (
          "Timeout(ms)=600000) ran for 600083 milliseconds before timing out."),
     Rule("nccl-warn", E, LOGGED_ERROR, BENIGN, "NCCL WARN",
          "node1:2345:2400 [3] NCCL INFO misc/socket.cc:50 -> 3 NCCL WARN Net : Connection closed by remote peer"),
+    # The shell's job report, a bare "Killed" (the shell of a container), the kernel's OOM killer.
+    # Not any line with the word: "Killed 3 idle connections" is no process death.
     Rule("oom-killer", E, KILLED, FATAL, "Killed",
          "/bin/bash: line 1:  2291 Killed                  python3 -m sglang.launch_server",
-         pattern=r"(?:^|[\s:])Killed(?:\s|$)"),
+         pattern=r"^\s*Killed\s*$|\d+ Killed\s{2,}|Killed process \d+"),
+    Rule("sigkill", E, KILLED, FATAL, "SIGKILL",
+         "torch.distributed.elastic.multiprocessing.api:[WARNING] Sending process 2291 closing signal SIGKILL",
+         pattern=r"(?:Signal 9 \(SIGKILL\) received|signal SIGKILL|killed by SIGKILL)"),
     Rule("segfault", E, CRASHED, FATAL, "Segmentation fault",
          "Segmentation fault (core dumped)"),
     Rule("aborted", E, CRASHED, FATAL, "Aborted",
