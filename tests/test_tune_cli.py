@@ -17,9 +17,15 @@ FAST = ("--compile-workers", "2", "--compile-timeout", "20", "--run-timeout", "2
 
 def test_fake_run_json_and_files(cli, tmp_path):
     r = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1,64",
-            "--out", str(tmp_path), "--json", *FAST)
+            "--out", str(tmp_path), "--json", "--exhaustive-at", "64", *FAST)
     assert r.code == 0, r.err
     data = r.json()
+    for row in data["rows"]:
+        if row["batch"] == 64:  # the whole space, swept in the same run
+            assert row["exhaustive_trials"] == row["space"] - row["prefiltered"]
+            assert row["exhaustive_us"] <= row["time_us"] <= 1.02 * row["exhaustive_us"]
+        else:
+            assert row["exhaustive_us"] is None
     assert [(row["job"], row["batch"]) for row in data["rows"]] == \
         [("gemm1", 1), ("gemm1", 64), ("gemm2", 1), ("gemm2", 64)]
     for row in data["rows"]:

@@ -160,93 +160,115 @@ def _restrict(target: Any, job: str, batch: int, configs: list[Any],
 
 
 def tune(req: TuneRequest, progress: Progress = _quiet) -> TuneReport:
-    from tilefit.hw.catalog import get_gpu
-
+    """Run the whole tuning request; see the module docstring."""
     started = time.monotonic()
-    deadline = None if req.budget_minutes is None else started + 60.0 * req.budget_minutes
     target = req.target.build()
-    strategy = get_strategy(req.strategy)
-    opts = dict(req.options)
-    if "chunk" not in opts and any(f.name == "chunk" for f in dataclasses.fields(strategy.Options)):
-        # Hand the workers as many configs at once as there are compilers to keep busy.
-        opts["chunk"] = max(strategy.Options().chunk, req.compile_workers)
-    options = make_options(strategy, opts)
-    exhaustive = get_strategy("exhaustive")
-    gpu = get_gpu(req.gpu)
     context = {"versions": target.versions(), "gpu": req.device_name}
-    model_bugs: list[dict[str, Any]] = []
-    rows: list[Row] = []
-    files: list[str] = []
-    jobs_total = len(req.shapes) * len(target.jobs) * len(req.batches)
-    jobs_done = 0
     with Journal(req.out_dir / JOURNAL, resume=req.resume, context=context) as journal, \
             WorkerPool(req.target, [None] * max(1, req.compile_workers),
                        timeout=req.compile_timeout_s) as cpool, \
             WorkerPool(req.target, list(req.devices), timeout=req.run_timeout_s) as bpool:
-        evaluator = _Evaluator(target.name, target, journal, cpool, bpool, model_bugs, progress)
-        for layer in req.shapes:
-            winners: dict[str, dict[int, Any]] = {}
-            for job in target.jobs:
-                shape = layer.with_gemm(job)
-                dev = perfmodel.Device.from_gpu(gpu, shape.dtype)
-                space = list(target.space(shape))
-                fitting = [c for c in space if target.fit_reason(c, shape) is None]
-                smem = getattr(target, "smem_bytes", None)
-                for batch in req.batches:
-                    progress("job", {"shape": shape.key(), "job": job, "batch": batch,
-                                     "index": jobs_done, "total": jobs_total})
-                    configs = _restrict(target, job, batch, fitting, winners)
-                    prev = winners.get(job, {})
-                    seeds = tuple(prev[b] for b in sorted(prev, key=lambda b: abs(b - batch)))
-
-                    def predict(c: Any, _s: TuneShape = shape, _b: int = batch) -> float:
-                        return perfmodel.predict_us(c, _s, _b, dev, smem(c, _s) if smem else 0)
-
-                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    per_search = None if left is None else left / max(1, jobs_total - jobs_done)
-                    t0 = time.monotonic()
-                    result = strategy.search(SearchSpace(tuple(configs), predict, seeds),
-                                             lambda cs, _s=shape, _b=batch: evaluator(_s, _b, cs),
-                                             Budget(req.trials, per_search), options)
-                    search_s = time.monotonic() - t0
-                    best = _checked_best(result.ranked(), shape, batch, bpool, journal, target.name)
-                    default = target.default_config(shape, batch)
-                    default_r = evaluator(shape, batch, [default])[0]
-                    failures: dict[str, int] = {}
-                    for _, r in result.measured:
-                        if not isinstance(r, Ok):
-                            failures[r.kind] = failures.get(r.kind, 0) + 1
-                    row = Row(shape.key(), job, batch, best.label() if best else None,
-                              best.as_dict() if best else None,
-                              time_of(result_of(result.measured, best)) if best else None,
-                              perfmodel.floor_us(shape, batch, dev),
-                              default_r.time_us if isinstance(default_r, Ok) else None,
-                              result.trials, len(space), len(space) - len(fitting), failures,
-                              round(search_s, 3))
-                    if batch in req.exhaustive_at:
-                        t1 = time.monotonic()
-                        ex = exhaustive.search(SearchSpace(tuple(configs)),
-                                               lambda cs, _s=shape, _b=batch: evaluator(_s, _b, cs),
-                                               Budget())
-                        row.exhaustive_us = ex.best_time_us if ex.best is not None else None
-                        row.exhaustive_trials = ex.trials
-                        row.exhaustive_s = round(time.monotonic() - t1, 3)
-                    rows.append(row)
-                    if best is not None:
-                        winners.setdefault(job, {})[batch] = best
-                    jobs_done += 1
-                    progress("row", row.as_dict())
-            if all(len(winners.get(j, {})) == len(req.batches) for j in target.jobs):
-                files += [str(p) for p in target.write(req.out_dir, layer, req.device_name, winners)]
-            else:
-                progress("warning", {"message": f"{layer.key()}: no config ran for some batch "
-                                                f"sizes; no config file written"})
-        evaluator.close()
+        run = _Run(req, target, journal, cpool, bpool, progress, started)
+        try:
+            for layer in req.shapes:
+                run.layer(layer)
+        finally:
+            run.evaluator.close()
         restarts = cpool.restarts + bpool.restarts
-    report = TuneReport(rows, files, model_bugs, round(time.monotonic() - started, 3),
+    report = TuneReport(run.rows, run.files, run.model_bugs, round(time.monotonic() - started, 3),
                         journal.resumed, restarts)
     write_json_atomic(req.out_dir / SUMMARY, report.as_dict())
     return report
+
+
+class _Run:
+    """The state of one tuning run: strategy, budget, rows so far, files written."""
+
+    def __init__(self, req: TuneRequest, target: Any, journal: Journal, cpool: WorkerPool,
+                 bpool: WorkerPool, progress: Progress, started: float):
+        from tilefit.hw.catalog import get_gpu
+
+        self.req, self.target, self.journal, self.bpool = req, target, journal, bpool
+        self.progress = progress
+        self.deadline = None if req.budget_minutes is None else started + 60.0 * req.budget_minutes
+        self.strategy = get_strategy(req.strategy)
+        opts = dict(req.options)
+        if "chunk" not in opts and any(f.name == "chunk" for f in dataclasses.fields(self.strategy.Options)):
+            # Hand the workers as many configs at once as there are compilers to keep busy.
+            opts["chunk"] = max(self.strategy.Options().chunk, req.compile_workers)
+        self.options = make_options(self.strategy, opts)
+        self.gpu = get_gpu(req.gpu)
+        self.model_bugs: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
+        self.files: list[str] = []
+        self.total = len(req.shapes) * len(target.jobs) * len(req.batches)
+        self.evaluator = _Evaluator(target.name, target, journal, cpool, bpool, self.model_bugs,
+                                    progress)
+
+    def layer(self, layer: TuneShape) -> None:
+        """Every job and batch of one layer shape, then the target's files for it."""
+        winners: dict[str, dict[int, Any]] = {}
+        for job in self.target.jobs:
+            shape = layer.with_gemm(job)
+            space = list(self.target.space(shape))
+            fitting = [c for c in space if self.target.fit_reason(c, shape) is None]
+            for batch in self.req.batches:
+                row, best = self.batch(shape, batch, space, fitting, winners)
+                self.rows.append(row)
+                if best is not None:
+                    winners.setdefault(job, {})[batch] = best
+                self.progress("row", row.as_dict())
+        if all(len(winners.get(j, {})) == len(self.req.batches) for j in self.target.jobs):
+            written = self.target.write(self.req.out_dir, layer, self.req.device_name, winners)
+            self.files += [str(p) for p in written]
+        else:
+            self.progress("warning", {"message": f"{layer.key()}: no config ran for some batch "
+                                                 f"sizes; no config file written"})
+
+    def batch(self, shape: TuneShape, batch: int, space: list[Any], fitting: list[Any],
+              winners: dict[str, dict[int, Any]]) -> tuple[Row, Any | None]:
+        """One search: the strategy's pick, checked against the reference, with its context."""
+        done = len(self.rows)
+        self.progress("job", {"shape": shape.key(), "job": shape.gemm, "batch": batch,
+                              "index": done, "total": self.total})
+        dev = perfmodel.Device.from_gpu(self.gpu, shape.dtype)
+        configs = tuple(_restrict(self.target, shape.gemm, batch, fitting, winners))
+        prev = winners.get(shape.gemm, {})
+        seeds = tuple(prev[b] for b in sorted(prev, key=lambda b: abs(b - batch)))
+        smem = getattr(self.target, "smem_bytes", None)
+
+        def predict(c: Any) -> float:
+            return perfmodel.predict_us(c, shape, batch, dev, smem(c, shape) if smem else 0)
+
+        def evaluate(cs: Sequence[Any]) -> list[Result]:
+            return self.evaluator(shape, batch, cs)
+
+        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+        per_search = None if left is None else left / max(1, self.total - done)
+        t0 = time.monotonic()
+        result = self.strategy.search(SearchSpace(configs, predict, seeds), evaluate,
+                                      Budget(self.req.trials, per_search), self.options)
+        search_s = time.monotonic() - t0
+        best = _checked_best(result.ranked(), shape, batch, self.bpool, self.journal,
+                             self.target.name)
+        default_r = evaluate([self.target.default_config(shape, batch)])[0]
+        failures: dict[str, int] = {}
+        for _, r in result.measured:
+            if not isinstance(r, Ok):
+                failures[r.kind] = failures.get(r.kind, 0) + 1
+        row = Row(shape.key(), shape.gemm, batch, best.label() if best else None,
+                  best.as_dict() if best else None,
+                  time_of(result_of(result.measured, best)) if best else None,
+                  perfmodel.floor_us(shape, batch, dev),
+                  default_r.time_us if isinstance(default_r, Ok) else None,
+                  result.trials, len(space), len(space) - len(fitting), failures, round(search_s, 3))
+        if batch in self.req.exhaustive_at:
+            t1 = time.monotonic()
+            ex = get_strategy("exhaustive").search(SearchSpace(configs), evaluate, Budget())
+            row.exhaustive_us = ex.best_time_us if ex.best is not None else None
+            row.exhaustive_trials = ex.trials
+            row.exhaustive_s = round(time.monotonic() - t1, 3)
+        return row, best
 
 
 def result_of(measured: Sequence[tuple[Any, Result]], config: Any) -> Result:
