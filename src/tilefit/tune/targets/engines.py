@@ -28,6 +28,20 @@ def require_engine(module: str, pip_name: str) -> None:
                                 f"--target tilefit needs no engine")
 
 
+def _first_attr(name: str, modules: tuple[str, ...]) -> Any:
+    """`name` from the first of `modules` that has it: the engines move their helpers between
+    releases (the paths listed were read in SGLang's tuning scripts of several releases)."""
+    import importlib
+
+    for module in modules:
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            continue
+    raise MissingDependency(f"{name} was not found in {' or '.join(modules)}: this engine release "
+                            f"is not supported by tilefit tune yet; use --target tilefit")
+
+
 class _EngineTarget(TilefitMoETarget):
     """Shared by the engine targets; each defines `_override()` (the engine's override_config)
     and `_call(inputs, shape)` (one launch of the engine's fused_experts)."""
@@ -143,15 +157,15 @@ class SglangTarget(_EngineTarget):
     engine = "sglang"
 
     def _override(self) -> Any:
-        from sglang.srt.layers.moe.fused_moe_triton import override_config
-
-        return override_config
+        return _first_attr("override_config", ("sglang.srt.layers.moe.fused_moe_triton",
+                                               "sglang.srt.layers.moe.moe_runner.triton_utils"))
 
     def _call(self, p: dict[str, Any], shape: TuneShape) -> Any:
-        from sglang.srt.layers.moe.fused_moe_triton.fused_moe import fused_experts
-
         if "expert_map" in p:
             raise UsageError("--target sglang tunes without expert parallelism for now (--ep 1)")
+        fused_experts = _first_attr("fused_experts", (
+            "sglang.srt.layers.moe.fused_moe_triton.fused_moe",
+            "sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe"))
         params = inspect.signature(fused_experts).parameters
         if "topk_output" in params:  # releases that pass routing as a StandardTopKOutput
             from sglang.srt.layers.moe.topk import StandardTopKOutput
@@ -159,9 +173,9 @@ class SglangTarget(_EngineTarget):
             topk = StandardTopKOutput(p["weights"], p["ids"], None)
             kw = {}
             if "moe_runner_config" in params:
-                from sglang.srt.layers.moe import MoeRunnerConfig
-
-                kw["moe_runner_config"] = MoeRunnerConfig()
+                runner_config = _first_attr("MoeRunnerConfig", ("sglang.srt.layers.moe.moe_runner",
+                                                                "sglang.srt.layers.moe"))
+                kw["moe_runner_config"] = runner_config()
             return fused_experts(p["x"], p["w1"], p["w2"], topk, **kw)
         return fused_experts(p["x"], p["w1"], p["w2"], p["weights"], p["ids"])
 
