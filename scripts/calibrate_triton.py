@@ -6,7 +6,7 @@ four) of the bf16 and fp8 grids for the given archs, in a process pool, and writ
 src/tilefit/kernels/triton_moe/data/oracle_triton-<version>.json (the recorded oracle table the
 tests compare with) and calib_triton-<version>.json (the model's calibration, fitted from it).
 
-  PYTHONPATH=src python scripts/calibrate_triton.py --archs sm80,sm86,sm89,sm90,sm100,sm120 -j 16
+  PYTHONPATH=src python scripts/calibrate_triton.py -j 16   # every catalogued arch
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def _compile(job, full=False):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--archs", default="sm80,sm86,sm89,sm90,sm100,sm120")
+    p.add_argument("--archs", default=None, help="comma-separated (default: every catalogued arch)")
     p.add_argument("--dtypes", default="bf16,fp8")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", type=Path, default=DATA)
@@ -52,6 +52,7 @@ def main(argv=None) -> int:
 
     import triton
 
+    from tilefit.hw.catalog import get_arch
     from tilefit.kernels.triton_moe import smem
     from tilefit.kernels.triton_moe.config import grid_configs
     from tilefit.kernels.triton_moe.kernel import fused_moe_kernel
@@ -65,10 +66,13 @@ def main(argv=None) -> int:
     rng = random.Random(0)
     if not a.fit_only:
         jobs = []
-        for arch in a.archs.split(","):
+        from tilefit.hw.catalog import all_archs
+
+        archs = a.archs.split(",") if a.archs else [x.name for x in all_archs()]
+        for arch in archs:
             for dtype in a.dtypes.split(","):
-                if dtype == "fp8" and arch in ("sm80", "sm86"):
-                    continue  # no fp8 tensor cores before sm89
+                if dtype == "fp8" and get_arch(arch).cc < (8, 9):
+                    continue  # no e4m3 tensor-core dots before sm89
                 space = grid_configs(dtype, "distinct")
                 if a.sample:
                     space = rng.sample(space, min(a.sample, len(space)))

@@ -46,7 +46,7 @@ def test_model_equals_oracle_on_every_grid_config(arch, dtype):
     assert not bad, bad[:10]
 
 
-@pytest.mark.parametrize("arch", ["sm80", "sm86", "sm89", "sm100"])
+@pytest.mark.parametrize("arch", ["sm80", "sm86", "sm87", "sm89", "sm100", "sm103", "sm121"])
 def test_model_equals_oracle_on_a_sample(arch):
     a = get_arch(arch)
     rng = random.Random(arch)
