@@ -132,8 +132,10 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
                               f"{d['search_s']:.1f} s", file=sys.stderr, flush=True)
            if e == "row" else None)
     print(f"[{args.layout}] fast strategy, {len(args.batches)} batch sizes", file=sys.stderr)
+    from tilefit.tune.strategies import parse_option_text
+
     fast = tune(TuneRequest(spec, (layer,), tuple(args.batches), work / "fast", strategy="fast",
-                            **common), log)
+                            options=parse_option_text(args.strategy_option), **common), log)
     print(f"[{args.layout}] exhaustive at {args.checked}", file=sys.stderr)
     exhaustive = tune(TuneRequest(spec, (layer,), tuple(args.checked), work / "exhaustive",
                                   strategy="exhaustive", **common), log)
@@ -178,6 +180,7 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
     extrapolated = firsts + (len(args.batches) - 1) * n_gemms * (sum(later) / len(later))
     return {
         "layout": args.layout, "dtype": args.dtype, "target": args.target,
+        "strategy_options": args.strategy_option or [],
         "shape": layer.as_dict(), "device_name": device_name, "devices": list(map(str, devices)),
         "compile_workers": common["compile_workers"], "measured_device": figures,
         "resumed_entries": {"fast": fast.resumed_entries, "exhaustive": exhaustive.resumed_entries},
@@ -258,6 +261,8 @@ def main() -> None:
     p.add_argument("--work", help="folder for the two runs' journals (default: a new temp folder); "
                                   "with --resume a killed benchmark continues where it stopped")
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--strategy-option", action="append", metavar="NAME=VALUE",
+                   help="fast-strategy option, repeatable (e.g. seeded_fraction=0.03)")
     p.add_argument("--out", help="results JSON file")
     p.add_argument("--summarize", nargs="+", metavar="JSON")
     args = p.parse_args()
