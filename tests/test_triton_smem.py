@@ -160,6 +160,15 @@ def test_family_import_and_grid_judgement_need_neither_triton_nor_torch():
     assert out.stdout.strip() == "[]"
 
 
+def test_oracle_refuses_to_run_under_the_interpreter(monkeypatch):
+    pytest.importorskip("triton")
+    from tilefit.kernels.triton_moe.spec import compile_config
+
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    with pytest.raises(UsageError, match="TRITON_INTERPRET"):
+        compile_config(MoEConfig(16, 32, 64, 1, 4, 2), 90, "bf16", use_cache=False)
+
+
 def test_unknown_arch_is_a_usage_error():
     with pytest.raises(UsageError):
         get_arch("sm42")

@@ -53,6 +53,18 @@ def triton_version() -> str:
     return triton.__version__
 
 
+def require_compiler() -> str:
+    """Triton's version, after checking that real compilation is possible in this process.
+
+    Call it before importing a module with @triton.jit kernels: under TRITON_INTERPRET the
+    decorator yields interpreter objects, which would then stay cached in that module.
+    """
+    version = triton_version()
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        raise UsageError("TRITON_INTERPRET is set: the compiler oracle needs it unset")
+    return version
+
+
 def cache_dir() -> Path:
     """$TILEFIT_CACHE_DIR/triton, else ~/.cache/tilefit/triton."""
     root = os.environ.get("TILEFIT_CACHE_DIR") or os.path.join(Path.home(), ".cache", "tilefit")
@@ -173,9 +185,7 @@ def compile_kernel(fn: Any, cc: int, *, args: dict[str, Any], constexprs: dict[s
     once shared memory is allocated (`metadata` then holds only that); full=True runs the whole
     pipeline to a cubin (seconds to tens of seconds for large tiles) and returns all metadata.
     """
-    version = triton_version()
-    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
-        raise UsageError("TRITON_INTERPRET is set: the compiler oracle needs it unset")
+    version = require_compiler()
     if not hasattr(fn, "arg_names") or not hasattr(fn, "cache_key"):
         raise UsageError(f"{fn!r} is not a compiled @triton.jit function (interpreter mode?)")
     import triton

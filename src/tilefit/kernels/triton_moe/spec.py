@@ -57,9 +57,9 @@ def compile_config(config: MoEConfig, cc: int, dtype: str, *, gemm: str = "gemm1
                    shape: dict[str, int] | None = None, use_cache: bool = True,
                    full: bool = False):
     """The live oracle for one config: a CompileResult (shared bytes and metadata)."""
-    from tilefit.oracles.triton_compile import compile_kernel, triton_version
+    from tilefit.oracles.triton_compile import compile_kernel, require_compiler
 
-    triton_version()  # raises MissingDependency with the install hint when triton is absent
+    require_compiler()  # MissingDependency (with the install hint) or interpreter mode, early
     from tilefit.kernels.triton_moe.kernel import fused_moe_kernel
 
     args, constexprs = oracle_args(config, dtype, gemm=gemm, shape=shape)
