@@ -115,3 +115,19 @@ def test_engine_target_files_and_defaults(tmp_path):
     assert spath.parent.name.startswith("triton_") and spath.name == path.name
     assert v.default_config(layer, 1).block_m == 16  # vLLM: M <= E takes its small-batch branch
     assert v.fit_reason(MoEConfig(256, 256, 256, 1, 8, 5), layer) is not None
+
+
+def test_engine_target_inputs_on_cpu():
+    """The inputs an engine target hands the engine: global ids with an expert map under EP."""
+    pytest.importorskip("torch")
+    from tilefit.tune.targets.engines import VllmTarget
+
+    t = VllmTarget(gpu="h200", device="cpu")
+    shape = TuneShape("both", 4, 64, 32, 2, "bf16", 8)  # 8 experts in all, 4 here
+    p = t._engine_inputs(shape, 5)
+    assert p["x"].shape == (5, 64) and p["w1"].shape == (4, 64, 64) and p["w2"].shape == (4, 64, 32)
+    assert p["ids"].shape == (5, 2) and int(p["ids"].max()) < 8
+    assert p["expert_map"].tolist() == [0, 1, 2, 3, -1, -1, -1, -1]
+    again = t._engine_inputs(shape, 5)
+    assert again is p  # cached per batch; the weights are made once per shape
+    assert t._engine_inputs(shape, 6)["w1"] is p["w1"]

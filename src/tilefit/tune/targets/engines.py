@@ -82,34 +82,41 @@ class _EngineTarget(TilefitMoETarget):
             pass
         return out
 
-    def _inputs(self, shape: TuneShape, batch: int) -> dict[str, Any]:
-        key = ("engine", shape, batch)
-        if key in self._inputs:
-            return self._inputs[key]
+    def _engine_inputs(self, shape: TuneShape, batch: int) -> dict[str, Any]:
+        """w1 [E, 2I, H] and w2 [E, H, I] once per shape on the device; x and routing per batch."""
         import torch
 
-        self._inputs.clear()
-        g = torch.Generator(device="cpu").manual_seed(self.seed)
-        half = torch.float16 if shape.dtype == "fp16" else torch.bfloat16
-        h, i, e = shape.hidden, shape.width, shape.experts
-        ids = torch.rand(batch, shape.total_experts, generator=g).topk(shape.topk, dim=1).indices
-        p = {"x": (torch.randn(batch, h, generator=g) / h ** 0.5).to(half).cuda(),
-             "w1": (torch.randn(e, 2 * i, h, generator=g) / 4).to(half).cuda(),
-             "w2": (torch.randn(e, h, i, generator=g) / 4).to(half).cuda(),
-             "ids": ids.to(torch.int32).cuda(),
-             "weights": torch.rand(batch, shape.topk, generator=g).softmax(1).float().cuda()}
-        if shape.total_experts != e:  # EP: global ids, an expert map to this rank's experts
-            emap = torch.full((shape.total_experts,), -1, dtype=torch.int32)
-            emap[:e] = torch.arange(e, dtype=torch.int32)
-            p["expert_map"] = emap.cuda()
-        self._inputs[key] = p
-        return p
+        from tilefit.tune.targets.tilefit_moe import _half, routing
+
+        wkey = ("engine-weights", shape)
+        if wkey not in self._inputs:
+            self._inputs.clear()
+            g = torch.Generator(device=self.device).manual_seed(self.seed)
+            h, i, e = shape.hidden, shape.width, shape.experts
+            self._inputs[wkey] = {
+                "w1": (torch.randn(e, 2 * i, h, generator=g, device=self.device) / 4).to(_half(shape)),
+                "w2": (torch.randn(e, h, i, generator=g, device=self.device) / 4).to(_half(shape))}
+        key = ("engine-batch", shape, batch)
+        if key not in self._inputs:
+            for old in [k for k in self._inputs if k[0] == "engine-batch"]:
+                del self._inputs[old]
+            ids, weights = routing(shape, batch, self.seed, local=False)
+            g = torch.Generator(device="cpu").manual_seed(self.seed + 1)
+            x = (torch.randn(batch, shape.hidden, generator=g) / shape.hidden ** 0.5).to(_half(shape))
+            p = {"x": x.to(self.device), "ids": ids.to(self.device),
+                 "weights": weights.float().to(self.device), **self._inputs[wkey]}
+            if shape.total_experts != shape.experts:  # EP: global ids, a map to this rank's experts
+                emap = torch.full((shape.total_experts,), -1, dtype=torch.int32)
+                emap[:shape.experts] = torch.arange(shape.experts, dtype=torch.int32)
+                p["expert_map"] = emap.to(self.device)
+            self._inputs[key] = p
+        return self._inputs[key]
 
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
         import torch
         from triton.testing import do_bench
 
-        p = self._inputs(shape, batch)
+        p = self._engine_inputs(shape, batch)
         override = self._override()
         cfg = config.as_dict()
 
