@@ -61,7 +61,7 @@ def block(variant: int, incident_every: int) -> tuple[bytes, dict[str, int]]:
     while len(lines) < BLOCK_LINES:
         n = variant * BLOCK_LINES + i
         if i % incident_every == incident_every - 1:
-            k = (i // incident_every) % 3
+            k = (n // incident_every) % 3
             if k == 0:
                 lines.append(SKIP.format(m=n % 60, s=(n // 60) % 60, ms=n % 1000, t=20 + n % 40))
                 lines.extend(BACKTRACE)
@@ -193,8 +193,8 @@ def measure(path: str, size: int, expect: dict[str, int], jobs: int, runs: int) 
         wall, peak_mb, tree_mb, d = run_once(path, jobs)
         got = {f["kind"]: f["count"] for f in d["failures"]}
         ok = (d["verdict"] == "recovered" and d["lines"] == expect["lines"]
-              and got.get("tactic-skipped") == expect["tactic-skipped"]
-              and got.get("triton-out-of-resources") == expect["triton-out-of-resources"])
+              and got.get("tactic-skipped", 0) == expect["tactic-skipped"]
+              and got.get("triton-out-of-resources", 0) == expect["triton-out-of-resources"])
         if not ok:
             print(f"WRONG RESULT: expected {expect}, got verdict {d['verdict']}, lines {d['lines']}, {got}")
             return 1
