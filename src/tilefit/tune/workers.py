@@ -13,7 +13,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
-import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -39,7 +38,9 @@ def _classify(op: str, error: BaseException) -> Result:
 def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
     """Child process: build the target once, then serve requests until told to stop."""
     if device is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+        # `device` indexes the GPUs this process was allowed to see (the parent's list, if any).
+        visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        os.environ["CUDA_VISIBLE_DEVICES"] = visible[device] if device < len(visible) else str(device)
     try:
         target = spec.build()
     except BaseException as e:  # report, then exit: every request to this worker fails alike
@@ -69,8 +70,6 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
         except Exception as e:  # failure is data
             reply = _classify(op, e)
             fatal = bool(target.is_fatal(e))
-            if os.environ.get("TILEFIT_TUNE_DEBUG"):
-                traceback.print_exc()
         conn.send(("reply" if not fatal else "retiring", reply))
         if fatal:
             conn.close()
