@@ -5,7 +5,7 @@ piece of the file with their own `LineScanner` and send back only the lines that
 lines and the backtrace frames after them. This process replays those lines, in file order, to the
 tracker, re-applying the window rules the serial scanner applies, so the tracker sees exactly what
 it would have seen. A line belongs to the piece it starts in; a worker finishes its last line past
-the piece's end. Memory stays bounded: at most `2 x workers` pieces are in flight.
+the piece's end. Memory stays bounded: at most two pieces per worker are in flight.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int,
         return -1
 
     scanner = LineScanner(default_rules().gate, collect, max_line=max_line)
-    scanner._window = detail_lines  # leading frames may continue the previous piece's backtrace
+    scanner.open_window(detail_lines)  # leading frames may continue the previous piece's backtrace
     with open(path, "rb") as f:
         pos = 0 if start == 0 else _first_line_start(f, start, stop)
         if pos is None or pos >= stop:
@@ -55,7 +55,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int,
                 break
             got += len(data)
             scanner.feed(data)
-        if scanner._carry or scanner._skipping:
+        if scanner.mid_line:
             while True:  # the last line started here: finish it past the piece's end
                 data = f.read(READ)
                 if not data:

@@ -67,6 +67,15 @@ class LineScanner:
         self._scan(buf, end)
         self._hold(buf[end + 1:])
 
+    def open_window(self, lines: int) -> None:
+        """Hand over the next `lines` lines even without a needle (the processor may close it)."""
+        self._window = max(self._window, lines)
+
+    @property
+    def mid_line(self) -> bool:
+        """True when the input so far ends inside a line (no LF after the last bytes)."""
+        return bool(self._carry) or self._skipping
+
     def close(self) -> None:
         """End of input: a final line without a newline still counts."""
         if self._skipping:
