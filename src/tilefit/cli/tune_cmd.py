@@ -92,15 +92,27 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _local_gpus() -> tuple[list[int], str | None]:
-    """(indices, driver name of GPU 0) of this machine's NVIDIA GPUs, via NVML, else torch."""
+    """(indices, driver name of the first) of the NVIDIA GPUs this process may use, via NVML
+    (which sees every GPU, so CUDA_VISIBLE_DEVICES narrows its list), else torch."""
+    import os
+
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     try:
+        if any(not v.isdigit() for v in visible):
+            raise ValueError("GPU UUIDs in CUDA_VISIBLE_DEVICES: let torch resolve them")
         import pynvml
 
         pynvml.nvmlInit()
         try:
             n = pynvml.nvmlDeviceGetCount()
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0)) if n else None
-            return list(range(n)), (name.decode() if isinstance(name, bytes) else name)
+            if "CUDA_VISIBLE_DEVICES" in os.environ:
+                physical = [int(v) for v in visible if v.isdigit() and int(v) < n]
+            else:
+                physical = list(range(n))
+            if not physical:
+                return [], None
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(physical[0]))
+            return list(range(len(physical))), (name.decode() if isinstance(name, bytes) else name)
         finally:
             pynvml.nvmlShutdown()
     except Exception:  # no nvml module, no driver: ask torch
