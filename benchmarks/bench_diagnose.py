@@ -208,59 +208,5 @@ def measure(path: str, size: int, expect: dict[str, int], jobs: int, runs: int) 
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--size", type=int, default=1024, help="log size in MB (default 1024)")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--incident-every", type=int, default=200, help="one incident per this many lines")
-    ap.add_argument("--jobs", type=int, action="append",
-                    help="reader processes (repeatable; default: the CLI's default, then 1)")
-    ap.add_argument("--keep", action="store_true", help="keep the generated log")
-    args = ap.parse_args()
-    fd, path = tempfile.mkstemp(prefix="tilefit-bench-", suffix=".log")
-    os.close(fd)
-    try:
-        t = time.perf_counter()
-        # Generate in a child, so this process stays small when it forks the measured one.
-        from multiprocessing import get_context
-
-        with get_context("spawn").Pool(1) as pool:
-            expect = pool.apply(generate, (path, args.size, args.incident_every))
-        size = os.path.getsize(path)
-        print(f"generated {size / 2**20:,.0f} MB, {expect['lines']:,} lines in {time.perf_counter() - t:.1f} s: "
-              f"{expect['tactic-skipped']:,} tactic failures, {expect['triton-out-of-resources']:,} OutOfResources "
-              f"(one incident per {args.incident_every} lines)")
-        for jobs in args.jobs or [0, 1]:
-            if measure(path, size, expect, jobs, args.runs):
-                return 1
-    finally:
-        if not args.keep:
-            os.unlink(path)
-    return 0
-
-
-def measure(path: str, size: int, expect: dict[str, int], jobs: int, runs: int) -> int:
-    label = f"--jobs {jobs}" if jobs else "default --jobs"
-    walls = []
-    if True:
-        for i in range(runs):
-            wall, peak_mb, tree_mb, d = run_once(path, jobs)
-            got = {f["kind"]: f["count"] for f in d["failures"]}
-            ok = (d["verdict"] == "recovered" and d["lines"] == expect["lines"]
-                  and got.get("tactic-skipped") == expect["tactic-skipped"]
-                  and got.get("triton-out-of-resources") == expect["triton-out-of-resources"])
-            if not ok:
-                print(f"WRONG RESULT: expected {expect}, got verdict {d['verdict']}, lines {d['lines']}, {got}")
-                return 1
-            walls.append(wall)
-            print(f"{label} run {i + 1}: {wall:.2f} s, {size / 2**20 / wall:,.0f} MB/s, peak RSS {peak_mb:,.1f} MB"
-                  f" (process tree {tree_mb:,.1f} MB; verdict {d['verdict']}, counts match)")
-        if walls:
-            best = min(walls)
-            print(f"{label}: best {best:.2f} s = {size / 2**20 / best:,.0f} MB/s; median "
-                  f"{sorted(walls)[len(walls) // 2]:.2f} s; goal >= 200 MB/s and < 100 MB peak")
-    return 0
-
-
 if __name__ == "__main__":
     sys.exit(main())

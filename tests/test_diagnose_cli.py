@@ -3,7 +3,6 @@ and the promise that the diagnose path imports neither torch nor triton."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import threading

@@ -59,7 +59,8 @@ def test_invalid_utf8_is_replaced_not_fatal():
 
 def test_megabyte_lines_are_capped_and_still_matched():
     big = b"x" * (1 << 20)
-    data = big + b" Segmentation fault (core dumped)\n" + big + b"\n" + b"[2025-10-06 20:05:17] The server is fired up and ready to roll!\n"
+    ready = b"[2025-10-06 20:05:17] The server is fired up and ready to roll!\n"
+    data = big + b" Segmentation fault (core dumped)\n" + big + b"\n" + ready
     for chunk in (1 << 16, 1 << 20, 3 << 20):
         d = diagnose_stream(io.BytesIO(data), chunk=chunk)
         assert d.lines == 3 and d.verdict == "recovered" and d.ready.line == 3, chunk
@@ -97,7 +98,8 @@ def test_interleaved_ranks_keep_each_error_with_its_rank():
     lines = []
     for i in range(50):
         lines.append(f"[2025-10-06 20:04:{i % 60:02d} TP{i % 4}] Capture cuda graph bs [1, 2, 4]")
-    lines.insert(20, "[2025-10-06 20:04:20 TP2] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    oom = "[2025-10-06 20:04:20 TP2] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    lines.insert(20, oom)
     d = diagnose_bytes(("\n".join(lines) + "\n").encode())
     # TP2 logged progress after its OOM (line 23 is TP2's next line), so it lived on.
     assert d.verdict == "in-progress" and d.failure(ev.CUDA_OOM).survived == 1

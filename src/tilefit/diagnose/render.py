@@ -69,8 +69,8 @@ def human(d: Diagnosis, source: str | None = None) -> str:
         lines.append(f"log: {source}")
     lines.append("")
     if d.failures:
-        rows = [[f.kind, f.count, f.first_line, f.last_line, _survived(f), _list(f.tiles) or _list(f.tactics, "tactic ")]
-                for f in d.failures]
+        rows = [[f.kind, f.count, f.first_line, f.last_line, _survived(f),
+                 _list(f.tiles) or _list(f.tactics, "tactic ")] for f in d.failures]
         lines.append(table(["failure", "count", "first", "last", "outcome", "tiles / tactics"], rows,
                            align="lrrrll"))
     else:

@@ -3,9 +3,7 @@ engine core's death, and the fused-MoE default-config warning (no tuned file for
 
 from __future__ import annotations
 
-from tilefit.diagnose.events import (
-    ENGINE_DIED, ERROR, FATAL, HINT, MARKER, PROGRESS, Rule,
-)
+from tilefit.diagnose.events import ENGINE_DIED, FATAL, HINT, MARKER, PROGRESS, Rule
 
 E = "vllm"
 
