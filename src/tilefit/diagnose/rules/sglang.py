@@ -10,6 +10,9 @@ from tilefit.diagnose.events import (
 E = "sglang"
 
 RULES = (
+    Rule("init-distributed", E, PROGRESS, MARKER, "Init torch distributed ",
+         "[2025-10-06 20:01:15 TP0] Init torch distributed begin.",
+         pattern=r"Init torch distributed (?P<step>begin|ends)", fields=(("phase", "starting the workers"),)),
     Rule("ready", E, READY, MARKER, "The server is fired up and ready to roll",
          "[2025-10-06 20:09:05] The server is fired up and ready to roll!"),
     Rule("load-weight", E, PROGRESS, MARKER, "Load weight ",

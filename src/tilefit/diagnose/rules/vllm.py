@@ -8,6 +8,10 @@ from tilefit.diagnose.events import ENGINE_DIED, FATAL, HINT, MARKER, PROGRESS, 
 E = "vllm"
 
 RULES = (
+    Rule("engine-init", E, PROGRESS, MARKER, "LLM engine (v",
+         "(EngineCore_DP0 pid=4123) INFO 10-06 20:01:10 [core.py:76] Initializing a V1 LLM engine (v0.11.0) "
+         "with config: model='Qwen/Qwen3-30B-A3B', dtype=torch.bfloat16, tensor_parallel_size=1",
+         fields=(("phase", "starting the engine"),)),
     Rule("model-loading", E, PROGRESS, MARKER, "Model loading took",
          "(EngineCore_DP0 pid=4123) INFO 10-06 20:03:40 [gpu_model_runner.py:2602] Model loading took "
          "61.2 GiB and 95.3 seconds", fields=(("phase", "loading weights"),)),
