@@ -68,7 +68,7 @@ def test_benign_kinds_never_rank_as_causes():
     ("[Autotuner]: Skipped 20 unsupported tactic(s) for trtllm::fused_moe::gemm2 (enable debug logs)",
      "count", 20),
     ("triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 147456, Hardware "
-     "limit: 101376. Reducing block sizes or `num_stages` may help.", "limit", "101376"),
+     "limit: 101376. Reducing block sizes or `num_stages` may help.", "limit", 101376),
 ])
 def test_fields_are_extracted(line: str, field: str, value):
     d = diagnose_bytes(line.encode() + b"\n")

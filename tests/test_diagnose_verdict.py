@@ -78,10 +78,11 @@ def test_triton_oor_at_start_on_sm120_is_fatal_and_explained():
     d = diagnose_file("vllm_sm120_triton_oor.log")
     assert d.arch == "sm120" and d.gpu == "rtx-5090"  # from the default-config warning's device name
     oor = d.failure(ev.TRITON_OOR)
-    assert oor.fields["required"] == "147456" and oor.fields["limit"] == "101376"
+    assert oor.fields["required"] == 147456 and oor.fields["limit"] == 101376
     e = d.explanations[0]
     limit = get_arch("sm120").smem_per_block_optin
     assert "147,456" in e.finding and f"{limit:,}" in e.finding and "over by 46,080" in e.finding
+    assert "sm120's opt-in limit" in e.finding and "NVIDIA_GeForce_RTX_5090" in e.finding
     assert "num_stages" in e.remedy and "tilefit tune" in e.remedy
 
 

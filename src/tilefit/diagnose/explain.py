@@ -45,7 +45,7 @@ def explain(d: Diagnosis, family_loader: Any = None) -> list[Explanation]:
         out.extend(_tiles(d, arch, tiles, family_loader))
     oor = d.failure(ev.TRITON_OOR)
     if oor is not None and d.cause != ev.TRITON_OOR:
-        out.append(_triton_oor(oor, arch, fatal=False))
+        out.append(_triton_oor(oor, arch, fatal=False, hints=d.hints))
     return out
 
 
@@ -65,7 +65,7 @@ def _cause(d: Diagnosis, arch: Any) -> Explanation:
                            "(e.g. by 0.05) or --cuda-graph-max-bs smaller; vLLM --gpu-memory-utilization "
                            "lower or --max-num-seqs smaller; or use more GPUs (tilefit plan)")
     if kind == ev.TRITON_OOR and fc is not None:
-        return _triton_oor(fc, arch, fatal=True)
+        return _triton_oor(fc, arch, fatal=True, hints=d.hints)
     if kind == ev.TRITON_CRASH:
         mlir = d.hints.get("mlir_pass")
         where = f" in pass {mlir}" if mlir else ""
@@ -105,24 +105,30 @@ def _cause(d: Diagnosis, arch: Any) -> Explanation:
 
 # -- Triton OutOfResources -----------------------------------------------------------------------
 
-def _triton_oor(fc: FailureClass, arch: Any, *, fatal: bool) -> Explanation:
+def _triton_oor(fc: FailureClass, arch: Any, *, fatal: bool, hints: dict[str, Any] | None = None
+                ) -> Explanation:
     req, lim = _int(fc.fields.get("required")), _int(fc.fields.get("limit"))
     if req is None or lim is None:
         finding = "Triton kernel needs more shared memory than the GPU allows"
     else:
         finding = f"Triton kernel needs {req:,} B of shared memory; the GPU allows {lim:,} B per block " \
                   f"(over by {req - lim:,} B)"
-    if arch is not None:
-        finding += f"; {arch.name} allows {arch.smem_per_block_optin:,} B (opt-in, per block)"
-        if lim is not None and lim != arch.smem_per_block_optin:
-            finding += " - the log's limit differs: the log may come from another GPU than the one given"
+    if arch is not None and lim is not None and lim == arch.smem_per_block_optin:
+        finding += f", {arch.name}'s opt-in limit"
+    elif arch is not None:
+        finding += f"; {arch.name} allows {arch.smem_per_block_optin:,} B per block"
+        if lim is not None:
+            finding += ": the log may come from another GPU than the one given"
     elif lim is not None:
         from tilefit.hw.catalog import all_archs
 
         names = [a.name for a in all_archs() if a.smem_per_block_optin == lim]
-        finding += f"; that limit is {', '.join(names)}'s" if names else ""
+        finding += f", the opt-in limit of {', '.join(names)}" if names else ""
+    default = (hints or {}).get("default-moe-config")
+    if isinstance(default, dict) and default.get("device"):
+        finding += f"; the engine had no tuned MoE config for {default['device']} and used its default"
     if fatal:
-        finding += "; it happened outside a tuning sweep, so the default config does not fit and the " \
+        finding += "; it happened outside a tuning sweep, so the config in use does not fit and the " \
                    "process stopped"
     else:
         finding += f"; {fc.survived} of {fc.count} were skipped configs (the run went on)"

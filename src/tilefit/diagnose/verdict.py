@@ -31,6 +31,7 @@ DETAIL_LINES = 40       # a failure's backtrace is read from this many following
 TRACEBACK_LINES = 400   # a traceback's exception line is looked for this far
 MESSAGE_CHARS = 240
 
+_NUMERIC = frozenset({"required", "limit", "count", "code", "bs", "at", "configs"})
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?\s*$)")
 _SPECIFIC = {k: i for i, k in enumerate(ev.CAUSE_PRIORITY + (ev.LOGGED_ERROR,))}
 _SEVERITY = {s: i for i, s in enumerate(ev.SEVERITIES)}
@@ -226,7 +227,7 @@ class Tracker:
         caught tactic failure whatever error it quotes."""
         fields: dict[str, Any] = {}
         for _, f in matches:
-            fields.update(f)
+            fields.update({k: int(v) if k in _NUMERIC and v.lstrip("-").isdigit() else v for k, v in f.items()})
         kinds = [r.kind for r, _ in matches]
         skipped = ev.TACTIC_SKIPPED in kinds
         if skipped:
@@ -247,7 +248,7 @@ class Tracker:
             if not skipped and _SEVERITY[severity] < _SEVERITY[ev.ERROR]:
                 severity = ev.ERROR
             self.traceback = None
-        if kind == ev.EXIT and fields.get("code") in ("0", None):
+        if kind == ev.EXIT and fields.get("code") in (0, "0", None):
             return None
         rule = min(matches, key=lambda m: _SPECIFIC.get(m[0].kind, len(_SPECIFIC)))[0]
         e = Event(line, kind, ev.BENIGN if skipped else severity, rule.engine, rule.name, text.strip(),
