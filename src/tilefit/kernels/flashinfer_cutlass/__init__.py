@@ -1,0 +1,189 @@
+"""FlashInfer / TensorRT-LLM CUTLASS MoE tactics: catalog, shared-memory model and oracle.
+
+`FAMILY` answers the kernel-family protocol (tilefit.kernels.base): the tactics a FlashInfer version
+profiles on an arch and dtype (catalog.py), the SharedStorage each needs (smem.py), whether it
+launches (fits / exceeds shared memory / no dispatch case), and the blocklist that skips the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tilefit.errors import UsageError
+from tilefit.hw.catalog import Arch
+from tilefit.kernels.base import (EXCEEDS_SMEM, FITS, NO_DISPATCH, UNSUPPORTED, FitVerdict, OracleCheck,
+                                  SmemFootprint, judge)
+from tilefit.kernels.flashinfer_cutlass import catalog, smem
+from tilefit.kernels.flashinfer_cutlass.catalog import Tactic
+
+BLOCKLIST_ENV = "FLASHINFER_TACTICS_BLOCKLIST"
+# FlashInfer's autotuner keys: f"{custom_op}::{runner class}", custom_op per GEMM (fused_moe/core.py).
+BLOCKLIST_KEYS = {"gemm1": "trtllm::fused_moe::gemm1::MoERunner",
+                  "gemm2": "trtllm::fused_moe::gemm2::MoERunner"}
+BLOCKLIST_SINCE = "0.7.0"  # flashinfer/tactics_blocklist.py first ships in 0.7.0
+
+
+class FlashInferCutlassFamily:
+    """The kernel-family protocol for FlashInfer's CUTLASS MoE grouped GEMMs."""
+
+    name = "flashinfer-cutlass"
+
+    def dtypes(self, arch: Arch) -> Sequence[str]:
+        return catalog.dtypes_for(arch.name)
+
+    def configs(self, arch: Arch, dtype: str, flashinfer: str | None = None, gemm: str | None = None,
+                **_shape: Any) -> Sequence[Tactic]:
+        """Every tactic FlashInfer `flashinfer` (default: latest catalogued) profiles, in its order.
+
+        Shape options (tokens, hidden, ...) are accepted and ignored: the tactic list and each
+        tactic's footprint do not depend on the GEMM's sizes.
+        """
+        return catalog.tactics(arch.name, dtype, flashinfer, gemm)
+
+    def parse_config(self, text: str, dtype: str, arch: Arch | None = None) -> Tactic:
+        """A tactic from its spelling.
+
+        Syntax: TILE [QUALIFIER ...], qualifiers separated by spaces, commas or '+':
+          TILE       `128x256x128` (elements) or an enum `CtaShape128x256x64B` (K in bytes)
+          finalize   the gemm2 epilogue with fused finalize (default: none)
+          swap-ab    operands swapped (also `swap`, `swapab`)
+          gemm1 / gemm2, and cluster `c2x1x1`
+        e.g. "128x256x128 finalize", "CtaShape128x64x64B+swap-ab".
+        """
+        if dtype not in catalog.DTYPES:
+            raise UsageError(f"unknown dtype {dtype!r}; known: {', '.join(catalog.DTYPES)}")
+        words = [w for w in re.split(r"[\s,+]+", text.strip().lower()) if w]
+        if not words:
+            raise UsageError("empty tactic; write e.g. 128x256x128 or 'CtaShape128x256x64B finalize'")
+        arch_name = arch.name if arch is not None else _default_arch(dtype)
+        tile_word, qualifiers = words[0], words[1:]
+        m = re.fullmatch(r"(?:ctashape)?(\d+)x(\d+)x(\d+)(b?)", tile_word)
+        if not m:
+            raise UsageError(f"bad tile {tile_word!r}; write MxNxK in elements (128x256x128) or an "
+                             f"enum name (CtaShape128x256x64B)")
+        mm, nn, kk = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        enum_bytes = f"{mm}x{nn}x{kk}B" if m.group(4) else f"{mm}x{nn}x{kk * catalog.DTYPES[dtype][0] // 8}B"
+        tile = catalog.enum_to_tile(enum_bytes, dtype)
+        known = catalog.known_tiles(arch_name, dtype)
+        if "x".join(map(str, tile)) not in known:
+            raise UsageError(f"unknown {dtype} tile {tile_word!r} on {arch_name}; FlashInfer's catalogued "
+                             f"tiles (elements): {', '.join(known)}")
+        fusion, swap, gemm, cluster = "none", False, None, (1, 1, 1)
+        for q in qualifiers:
+            if q in ("finalize", "fin"):
+                fusion = "finalize"
+            elif q in ("swap-ab", "swap", "swapab", "swap_ab"):
+                swap = True
+            elif q in catalog.GEMMS:
+                gemm = q
+            elif re.fullmatch(r"c?\d+x\d+x\d+", q):
+                cluster = tuple(int(v) for v in q.lstrip("c").split("x"))  # type: ignore[assignment]
+            elif q in ("none", "nofusion"):
+                fusion = "none"
+            else:
+                raise UsageError(f"unknown tactic qualifier {q!r}; use finalize, swap-ab, gemm1, gemm2 "
+                                 f"or a cluster like c2x1x1")
+        if fusion == "finalize" and gemm == "gemm1":
+            raise UsageError("finalize fusion exists for gemm2 only (the down projection)")
+        return Tactic(arch_name, dtype, catalog.enum_name(enum_bytes), tile, cluster, fusion, swap,
+                      "tma-ws", gemm or ("gemm2" if fusion == "finalize" else None))
+
+    def footprint(self, config: Tactic, arch: Arch, dtype: str,
+                  flashinfer: str | None = None) -> SmemFootprint:
+        return smem.footprint(_on(config, arch, dtype), flashinfer)
+
+    def verdict(self, config: Tactic, arch: Arch, dtype: str, flashinfer: str | None = None) -> FitVerdict:
+        """FITS / EXCEEDS_SMEM (by how much) / NO_DISPATCH (FlashInfer's own message) / UNSUPPORTED."""
+        if dtype not in catalog.dtypes_for(arch.name):
+            known = ", ".join(catalog.dtypes_for(arch.name)) or "none"
+            return FitVerdict(config, arch, None, UNSUPPORTED,
+                              f"FlashInfer's CUTLASS MoE has no {dtype} kernels on {arch.name} "
+                              f"(dtypes there: {known})")
+        t = _on(config, arch, dtype)
+        version = flashinfer or config.flashinfer
+        problem = catalog.dispatch_problem(t, version)
+        if problem is not None:
+            return FitVerdict(config, arch, None, NO_DISPATCH,
+                              f"no dispatch case in FlashInfer {version or catalog.latest_version()}: "
+                              f"{problem}")
+        return judge(config, arch, smem.footprint(t, version))
+
+    def default_config(self, arch: Arch, dtype: str, flashinfer: str | None = None, **_shape: Any) -> Tactic:
+        """The first tactic of gemm1's list: the one FlashInfer falls back to without a tuned choice."""
+        return catalog.tactics(arch.name, dtype, flashinfer, "gemm1")[0]
+
+    def verify(self, configs: Iterable[Tactic], arch: Arch, dtype: str, flashinfer: str | None = None,
+               flashinfer_data: str | None = None, **_options: Any) -> list[OracleCheck]:
+        """Compile the tactics' kernel types with nvcc and compare with the model (MissingDependency
+        when nvcc or FlashInfer's headers are absent). The headers' CUTLASS should be the one the
+        FlashInfer version pins; a mismatch is reported in each check's `extra`."""
+        from tilefit.oracles import nvcc_cutlass
+
+        todo = [_on(c, arch, dtype) for c in configs if c.schedule == "tma-ws"
+                and catalog.dispatch_problem(_on(c, arch, dtype), flashinfer or c.flashinfer) is None]
+        if not todo:
+            return []
+        tc, results = nvcc_cutlass.measure(todo, flashinfer_data)
+        checks = []
+        for t in todo:
+            fp = smem.footprint(t, flashinfer or t.flashinfer)
+            row = results[t]
+            extra = {"model_stages": fp.stages, "cutlass_model": smem.profile_for(flashinfer or t.flashinfer).cutlass,
+                     "cutlass_oracle": tc.cutlass_version}
+            if "error" in row:
+                extra["error"] = row["error"]
+                checks.append(OracleCheck(t, arch, fp.total, -1, tc.describe(), extra))
+                continue
+            extra["oracle_stages"] = row["stages"]
+            checks.append(OracleCheck(t, arch, fp.total, row["shared_storage"], tc.describe(), extra))
+        return checks
+
+    def blocklist(self, verdicts: Iterable[FitVerdict], flashinfer: str | None = None) -> str:
+        """JSON for FLASHINFER_TACTICS_BLOCKLIST (a file path): every tactic predicted not to launch.
+
+        Format (flashinfer/tactics_blocklist.py, FlashInfer >= 0.7.0): {"invalid_tactics":
+        {"trtllm::fused_moe::gemm1::MoERunner": [ids], "trtllm::fused_moe::gemm2::MoERunner": [ids]}},
+        ids being the autotuner's tactic indices (gemm2's continue after gemm1's). No "_metadata": the
+        loader then applies the list on any GPU, so write one file per GPU model and FlashInfer version.
+        """
+        version = flashinfer or catalog.latest_version()
+        if catalog.parse_version(version) < catalog.parse_version(BLOCKLIST_SINCE):
+            raise UsageError(f"FlashInfer {version} has no tactics blocklist ({BLOCKLIST_ENV} arrived in "
+                             f"{BLOCKLIST_SINCE}); upgrade FlashInfer or drop --emit-blocklist")
+        invalid: dict[str, list[int]] = {}
+        for v in verdicts:
+            t = v.config
+            if v.status in (EXCEEDS_SMEM, NO_DISPATCH) and t.tactic_id is not None and t.gemm:
+                invalid.setdefault(BLOCKLIST_KEYS[t.gemm], []).append(t.tactic_id)
+        return json.dumps({"invalid_tactics": {k: sorted(ids) for k, ids in sorted(invalid.items())}},
+                          indent=2)
+
+    def summary(self, verdicts: Sequence[FitVerdict]) -> list[str]:
+        """Extra lines for humans: counts per verdict and how to hand the failures to FlashInfer."""
+        counts = {s: sum(1 for v in verdicts if v.status == s) for s in (FITS, EXCEEDS_SMEM, NO_DISPATCH)}
+        lines = [f"{len(verdicts)} tactics: {counts[FITS]} fit, {counts[EXCEEDS_SMEM]} exceed shared "
+                 f"memory, {counts[NO_DISPATCH]} have no dispatch case"]
+        if counts[EXCEEDS_SMEM] + counts[NO_DISPATCH]:
+            lines.append(f"skip them: write --emit-blocklist output to a file and export "
+                         f"{BLOCKLIST_ENV}=/path/to/that.json (FlashInfer >= {BLOCKLIST_SINCE})")
+        return lines
+
+
+def _on(config: Tactic, arch: Arch, dtype: str) -> Tactic:
+    """`config` as it runs on `arch` with `dtype` (a parsed tactic may name another arch)."""
+    if config.arch == arch.name and config.dtype == dtype:
+        return config
+    return catalog._replace(config, arch=arch.name, dtype=dtype)
+
+
+def _default_arch(dtype: str) -> str:
+    for arch in ("sm120", "sm90", "sm100"):
+        if dtype in catalog.dtypes_for(arch):
+            return arch
+    return "sm120"
+
+
+FAMILY = FlashInferCutlassFamily()

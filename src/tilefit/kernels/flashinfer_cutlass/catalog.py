@@ -1,0 +1,250 @@
+"""FlashInfer's CUTLASS MoE tactic lists, read from data/tactics.toml, as `Tactic` values.
+
+Flow: a FlashInfer version picks one list per (arch, dtype); the list's base configs are expanded the
+way FlashInfer's getTmaWarpSpecializedConfigs does (FINALIZE copies for gemm2, then swap-AB copies),
+and each tactic keeps the id FlashInfer's autotuner knows it by. Tile K is converted from the enum's
+bytes to elements of the activation type.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from tilefit._toml import load_package_toml
+from tilefit.errors import UsageError
+
+PACKAGE = "tilefit.kernels.flashinfer_cutlass"
+
+# dtype -> (activation bits in shared memory for K-byte conversion, description)
+DTYPES: dict[str, tuple[int, str]] = {
+    "nvfp4": (4, "NVFP4 activations and weights (e2m1, ue4m3 scale per 16)"),
+    "mxfp8-mxfp4": (8, "MXFP8 activations x MXFP4 weights (ue8m0 scale per 32)"),
+    "fp8": (8, "FP8 e4m3 activations and weights, per-tensor scales"),
+    "bf16": (16, "bf16 activations and weights"),
+}
+GEMMS = ("gemm1", "gemm2")
+FUSIONS = ("none", "finalize")
+
+
+@dataclass(frozen=True, slots=True)
+class Tactic:
+    """One FlashInfer CUTLASS MoE GEMM tactic. Tile and cluster are in elements / CTAs."""
+
+    arch: str  # "sm120"
+    dtype: str  # "nvfp4"
+    enum: str  # FlashInfer's tile enum, K in bytes: "CtaShape128x256x64B" (ampere: "CtaShape..._s3")
+    tile: tuple[int, int, int]  # M, N, K in elements
+    cluster: tuple[int, int, int] = (1, 1, 1)
+    fusion: str = "none"  # "none" | "finalize" (gemm2 only)
+    swap_ab: bool = False
+    schedule: str = "tma-ws"  # "tma-ws" (TMA warp-specialized grouped) | "ampere" (SM80 multistage)
+    gemm: str | None = None  # "gemm1" | "gemm2" | None when parsed from text
+    stages: int | None = None  # fixed stage count (ampere configs); None: the builder picks
+    flashinfer: str | None = field(default=None, compare=False)
+    tactic_id: int | None = field(default=None, compare=False)
+
+    @property
+    def tile_text(self) -> str:
+        return "x".join(str(v) for v in self.tile)
+
+    def label(self) -> str:
+        parts = [self.tile_text]
+        if self.cluster != (1, 1, 1):
+            parts.append("c" + "x".join(str(v) for v in self.cluster))
+        if self.schedule == "ampere":
+            parts.append(f"ampere s{self.stages}")
+        if self.fusion != "none":
+            parts.append(self.fusion)
+        if self.swap_ab:
+            parts.append("swap-ab")
+        return " ".join(parts)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "arch": self.arch, "dtype": self.dtype, "enum": self.enum, "tile": list(self.tile),
+            "cluster": list(self.cluster), "fusion": self.fusion, "swap_ab": self.swap_ab,
+            "schedule": self.schedule, "gemm": self.gemm, "stages": self.stages,
+            "flashinfer": self.flashinfer, "tactic_id": self.tactic_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TacticList:
+    """One [[list]] entry of tactics.toml: the base configs of a version range."""
+
+    archs: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    min: tuple[int, ...]
+    max: tuple[int, ...] | None
+    read: tuple[str, ...]
+    finalize: bool
+    configs: tuple[tuple[str, tuple[int, int, int]], ...]  # (enum bytes "128x256x64B", cluster)
+    dispatch: frozenset[str]
+    no_case_message: str
+    ampere: tuple[tuple[tuple[int, int, int], int], ...]  # ((M, N, K elements), stages) for dtype
+
+    def covers(self, version: tuple[int, ...]) -> bool:
+        return self.min <= version and (self.max is None or version < self.max)
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'0.6.8.post1' -> (0, 6, 8); suffixes (post/rc/dev) do not change the tactic lists we read."""
+    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", text or "")
+    if not m:
+        raise UsageError(f"bad FlashInfer version {text!r}; write it as X.Y.Z, e.g. --flashinfer 0.7.4")
+    return tuple(int(g or 0) for g in m.groups())
+
+
+def _shape(text: str) -> tuple[int, int, int]:
+    a, b, c = (int(v) for v in text.split("x"))
+    return a, b, c
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    return load_package_toml(PACKAGE, "tactics.toml")
+
+
+@lru_cache(maxsize=1)
+def tactic_lists() -> tuple[TacticList, ...]:
+    out = []
+    for raw in _data()["list"]:
+        for dtype in raw["dtypes"]:
+            configs = []
+            for item in raw["configs"]:
+                enum_text, cluster = item.split()
+                configs.append((enum_text, _shape(cluster)))
+            ampere = tuple((_shape(t), int(s)) for t, s in
+                           (x.split() for x in raw.get("ampere", {}).get(dtype, [])))
+            out.append(TacticList(
+                archs=tuple(raw["archs"]), dtypes=(dtype,), min=parse_version(raw["min"]),
+                max=parse_version(raw["max"]) if raw["max"] else None, read=tuple(raw["read"]),
+                finalize=bool(raw["finalize"]), configs=tuple(configs),
+                dispatch=frozenset(raw["dispatch"]), no_case_message=raw["no_case_message"],
+                ampere=ampere,
+            ))
+    return tuple(out)
+
+
+def latest_version() -> str:
+    return _data()["sources"]["latest"]
+
+
+def earliest_version() -> str:
+    return _data()["sources"]["earliest"]
+
+
+def message(key: str) -> str:
+    return _data()["messages"][key]
+
+
+def dtypes_for(arch: str) -> list[str]:
+    """Dtypes some catalogued FlashInfer version offers on `arch`."""
+    return [d for d in DTYPES if any(arch in t.archs and d in t.dtypes for t in tactic_lists())]
+
+
+def find_list(arch: str, dtype: str, flashinfer: str | None) -> TacticList:
+    """The list FlashInfer `flashinfer` (default: latest catalogued) uses on arch/dtype."""
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {dtype!r} for flashinfer-cutlass; known: {', '.join(DTYPES)}")
+    version_text = flashinfer or latest_version()
+    version = parse_version(version_text)
+    if version < parse_version(earliest_version()):
+        raise UsageError(f"FlashInfer {version_text} predates the catalog (starts at "
+                         f"{earliest_version()}); pass --flashinfer {earliest_version()} or later")
+    known = dtypes_for(arch)
+    if dtype not in known:
+        listing = ", ".join(known) if known else "none (arch not catalogued)"
+        raise UsageError(f"FlashInfer's CUTLASS MoE has no {dtype} kernels on {arch}; "
+                         f"dtypes there: {listing}")
+    for tl in tactic_lists():
+        if arch in tl.archs and dtype in tl.dtypes and tl.covers(version):
+            return tl
+    raise UsageError(f"FlashInfer {version_text} offers no {dtype} CUTLASS MoE tactics on {arch}; "
+                     f"try a later --flashinfer")
+
+
+def k_elements(k_bytes: int, dtype: str) -> int:
+    return k_bytes * 8 // DTYPES[dtype][0]
+
+
+def enum_to_tile(enum_bytes: str, dtype: str) -> tuple[int, int, int]:
+    m, n, kb = _shape(enum_bytes.rstrip("B"))
+    return m, n, k_elements(kb, dtype)
+
+
+def enum_name(enum_bytes: str) -> str:
+    return f"CtaShape{enum_bytes}"
+
+
+def expand(tl: TacticList, arch: str, dtype: str, gemm: str, version: str) -> list[Tactic]:
+    """The tactic list of one GEMM, in FlashInfer's order (getTmaWarpSpecializedConfigs)."""
+    base = [Tactic(arch, dtype, enum_name(e), enum_to_tile(e, dtype), cluster, "none", False,
+                   "tma-ws", gemm, None, version) for e, cluster in tl.configs]
+    if gemm == "gemm2" and tl.finalize:
+        base += [_replace(t, fusion="finalize") for t in base]
+    base += [_replace(t, swap_ab=True) for t in base]
+    base += [Tactic(arch, dtype, f"CtaShape{m}x{n}x{k}_s{s}", (m, n, k), (1, 1, 1), "none", False,
+                    "ampere", gemm, s, version) for (m, n, k), s in tl.ampere]
+    return base
+
+
+def _replace(t: Tactic, **changes: Any) -> Tactic:
+    values = {name: getattr(t, name) for name in Tactic.__dataclass_fields__}
+    values.update(changes)
+    return Tactic(**values)
+
+
+def tactics(arch: str, dtype: str, flashinfer: str | None = None,
+            gemm: str | None = None) -> list[Tactic]:
+    """Every tactic FlashInfer enumerates, with the ids its autotuner uses (gemm2 ids follow gemm1's)."""
+    if gemm is not None and gemm not in GEMMS:
+        raise UsageError(f"unknown gemm {gemm!r}; use gemm1 (gate/up) or gemm2 (down)")
+    version = flashinfer or latest_version()
+    tl = find_list(arch, dtype, version)
+    g1 = expand(tl, arch, dtype, "gemm1", version)
+    g2 = expand(tl, arch, dtype, "gemm2", version)
+    numbered = [_replace(t, tactic_id=i) for i, t in enumerate(g1 + g2)]
+    return [t for t in numbered if gemm is None or t.gemm == gemm]
+
+
+def dispatch_problem(t: Tactic, flashinfer: str | None = None) -> str | None:
+    """The message FlashInfer throws for `t` at launch when no dispatch case exists, else None."""
+    if t.schedule != "tma-ws":
+        return None
+    tl = find_list(t.arch, t.dtype, flashinfer or t.flashinfer)
+    enum_bytes = t.enum.removeprefix("CtaShape")
+    if enum_bytes not in tl.dispatch:
+        m, n, kb = _shape(enum_bytes.rstrip("B"))
+        return message(tl.no_case_message).format(enum_value=m * 1_000_000 + n * 1000 + kb)
+    combos = _sm120_combos(t.arch, tl)
+    if combos is not None and t.tile not in combos:
+        cm, cn, ck = t.cluster
+        m, n, k = t.tile
+        return message("no_combo").format(m=m, n=n, k=k, cm=cm, cn=cn, ck=ck, sm=t.arch[2:])
+    return None
+
+
+def _sm120_combos(arch: str, tl: TacticList) -> frozenset[tuple[int, int, int]] | None:
+    """Element tiles are_tile_shapes_supported_sm120 accepts in this list's versions."""
+    if arch not in ("sm120", "sm121"):
+        return None
+    raw = _data()["sm120_combos"]
+    for entry in raw:
+        lo, hi = parse_version(entry["min"]), parse_version(entry["max"]) if entry["max"] else None
+        if lo <= tl.min and (hi is None or tl.min < hi):
+            return frozenset(_shape(x) for x in entry["tiles"])
+    return None
+
+
+def known_tiles(arch: str, dtype: str) -> list[str]:
+    """Every tile (elements) any catalogued version offers on arch/dtype, for error messages."""
+    seen: dict[str, None] = {}
+    for tl in tactic_lists():
+        if arch in tl.archs and dtype in tl.dtypes:
+            for e, _ in tl.configs:
+                seen["x".join(str(v) for v in enum_to_tile(e, dtype))] = None
+    return list(seen)
