@@ -112,3 +112,33 @@ def test_options_are_checked():
         get_strategy("exhaustiv")
     with pytest.raises(UsageError, match="NAME=VALUE"):
         parse_option_text(["top"])
+
+
+def test_compiled_configs_are_preferred_across_batches():
+    """Over a run of batch sizes, preferring configs already compiled (`warm`) compiles fewer
+    distinct configs than ignoring it, and every pick stays within 2% of the best."""
+    dev = Device.from_gpu(get_gpu("h200"), "bf16")
+    fast = get_strategy("fast")
+    fake = FakeTarget(seed=1)
+    shape = EP8
+    space = tuple(c for c in fake.space(shape) if fake.fit_reason(c, shape) is None)
+    compiled = {}
+    for margin in (0.0, 0.1):
+        opts = make_options(fast, {"cold_margin": margin})
+        warm: set = set()
+        previous = None
+        for b in (1, 2, 4, 8, 16, 32, 64, 128):
+            def predict(c, _b=b):
+                return predict_us(c, shape, _b, dev, fake.smem_bytes(c, shape))
+
+            def ev(configs, _b=b):
+                return [Ok(fake.time_us(c, shape, _b)) for c in configs]
+
+            res = fast.search(SearchSpace(space, predict, (previous,) if previous else (),
+                                          frozenset(warm)), ev, Budget(), opts)
+            best = min(fake.time_us(c, shape, b) for c in space)
+            assert res.best_time_us <= 1.02 * best, (margin, b)
+            previous = res.best
+            warm |= {c for c, _ in res.measured}
+        compiled[margin] = len(warm)
+    assert compiled[0.1] < compiled[0.0]

@@ -201,6 +201,7 @@ class _Run:
         self.model_bugs: list[dict[str, Any]] = []
         self.rows: list[Row] = []
         self.files: list[str] = []
+        self.tried: dict[str, set[Any]] = {}
         self.total = len(req.shapes) * len(target.jobs) * len(req.batches)
         self.evaluator = _Evaluator(target.name, target, journal, cpool, bpool, self.model_bugs,
                                     progress)
@@ -246,8 +247,12 @@ class _Run:
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         per_search = None if left is None else left / max(1, self.total - done)
         t0 = time.monotonic()
-        result = self.strategy.search(SearchSpace(configs, predict, seeds), evaluate,
+        # Configs this job already tried at other batch sizes are compiled: cheap to time. (The
+        # run's own history, not the journal's, so a resumed run retraces the same searches.)
+        warm = frozenset(self.tried.setdefault(shape.key(), set()))
+        result = self.strategy.search(SearchSpace(configs, predict, seeds, warm), evaluate,
                                       Budget(self.req.trials, per_search), self.options)
+        self.tried[shape.key()].update(c for c, _ in result.measured)
         search_s = time.monotonic() - t0
         best = _checked_best(result.ranked(), shape, batch, self.bpool, self.journal,
                              self.target.name)

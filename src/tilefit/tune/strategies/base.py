@@ -21,6 +21,7 @@ class SearchSpace:
     configs: tuple[Any, ...]  # configs that fit the device (after the SMEM prefilter)
     predict: Callable[[Any], float] | None = None  # performance-model time, for ranking
     seeds: tuple[Any, ...] = ()  # winners at neighbouring batch sizes, best first
+    warm: frozenset[Any] = frozenset()  # configs already compiled (cheap to time)
 
 
 @dataclass(slots=True)

@@ -6,7 +6,9 @@ search spends its few trials where the corrected model and the neighbourhood of 
    log(measured/predicted) on the axis values), re-rank every unmeasured
    config by corrected prediction, and measure one chunk: half the best-ranked one-step
    neighbours of the best configs so far (one axis moved to the next value of its grid), half the
-   best-ranked configs anywhere.
+   best-ranked configs anywhere. Configs not compiled yet rank behind compiled ones unless
+   predicted `cold_margin` faster (on synthetic landscapes: 16% instead of 22% of the space
+   compiled over 18 batch sizes, same picks).
 The cap defaults to 4.5% of the space: under a twentieth of an exhaustive sweep's trials.
 """
 
@@ -31,6 +33,9 @@ class Options:
     min_trials: int = 16  # ... but at least this many
     seeded_fraction: float = 0.045  # the cap when neighbouring batches' winners seed the search
     ridge: float = 1.0  # regularisation of the model correction
+    # A config not compiled yet (not in space.warm) must be predicted this much faster than a
+    # compiled one to be tried first: compiles, not timings, dominate a GPU run's cost.
+    cold_margin: float = 0.1
 
 
 def _neighbours(config: Any, values: dict[str, list[int]], index: dict[tuple[int, ...], Any]) -> list[Any]:
@@ -96,12 +101,15 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
     values = {a: sorted({getattr(c, a) for c in configs}) for a in AXES}
     index = {tuple(getattr(c, a) for a in AXES): c for c in configs}
 
+    warm = space.warm
+    compile_cost = math.log1p(opts.cold_margin)
     t.measure([c for c in space.seeds if c in known] + order[:opts.top])
     while not t.exhausted:
         corr = _corrections(t, predicted, opts.ridge)
 
         def score(c: Any) -> tuple[float, Any]:
-            return (math.log(predicted[c]) + sum(corr.get(k, 0.0) for k in _terms(c)), c)
+            cost = 0.0 if c in warm else compile_cost
+            return (math.log(predicted[c]) + sum(corr.get(k, 0.0) for k in _terms(c)) + cost, c)
 
         ranked = sorted((c for c in t.results if time_of(t.results[c]) < math.inf),
                         key=lambda c: (time_of(t.results[c]), c))
