@@ -184,6 +184,8 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
         "shape": layer.as_dict(), "device_name": device_name, "devices": list(map(str, devices)),
         "compile_workers": common["compile_workers"], "measured_device": figures,
         "resumed_entries": {"fast": fast.resumed_entries, "exhaustive": exhaustive.resumed_entries},
+        "fast_compiles": _compiles(work / "fast" / "journal.jsonl"),
+        "exhaustive_compiles": _compiles(work / "exhaustive" / "journal.jsonl"),
         "fast_journal_active_s": active_seconds(work / "fast" / "journal.jsonl"),
         "exhaustive_journal_active_s": active_seconds(work / "exhaustive" / "journal.jsonl"),
         "fast_wall_s": fast.wall_s, "fast_search_s": sum(r.search_s for r in fast.rows),
@@ -212,6 +214,13 @@ def _journal_times(path: Path) -> dict[Any, float]:
             if e.batch is not None and isinstance(e.result, Ok) and not e.shape.startswith("check:")}
 
 
+def _compiles(path: Path) -> int:
+    """Configs the run compiled (one journal line each, batch null)."""
+    from tilefit.tune.journal import read_entries
+
+    return sum(1 for e in read_entries(path) if e.batch is None)
+
+
 def summarize(paths: list[str]) -> str:
     out = []
     for p in paths:
@@ -227,7 +236,8 @@ def summarize(paths: list[str]) -> str:
                    f"{len({r['job'] for r in d['rows']})} GEMMs: {d['fast_wall_s']:,.1f} s. Exhaustive sweep at the checked batches: "
                    f"{d['exhaustive_wall_s']:,.1f} s; extrapolated to every batch size "
                    f"{d['exhaustive_extrapolated_all_batches_s']:,.1f} s; fast/exhaustive time "
-                   f"{100 * (d['fast_over_exhaustive_time'] or 0):.1f}%. Shared-memory launch "
+                   f"{100 * (d['fast_over_exhaustive_time'] or 0):.1f}%. Compiles: fast "
+                   f"{d['fast_compiles']}, exhaustive {d['exhaustive_compiles']}. Shared-memory launch "
                    f"failures reaching the benchmark loop: {d['smem_failures_in_benchmark_loop']}.")
         out.append("")
         out.append("| gemm | batch | config | us | % floor | default us | speedup | trials | "
