@@ -43,7 +43,8 @@ class FlashInferCutlassFamily:
         """
         return catalog.tactics(arch.name, dtype, flashinfer, gemm)
 
-    def parse_config(self, text: str, dtype: str, arch: Arch | None = None) -> Tactic:
+    def parse_config(self, text: str, dtype: str, arch: Arch | None = None, flashinfer: str | None = None,
+                     gemm: str | None = None, **_options: Any) -> Tactic:
         """A tactic from its spelling.
 
         Syntax: TILE [QUALIFIER ...], qualifiers separated by spaces, commas or '+':
@@ -51,7 +52,8 @@ class FlashInferCutlassFamily:
           finalize   the gemm2 epilogue with fused finalize (default: none)
           swap-ab    operands swapped (also `swap`, `swapab`)
           gemm1 / gemm2, and cluster `c2x1x1`
-        e.g. "128x256x128 finalize", "CtaShape128x64x64B+swap-ab".
+        e.g. "128x256x128 finalize", "CtaShape128x64x64B+swap-ab". `flashinfer` and `gemm` (CLI options)
+        are recorded on the tactic; a gemm qualifier in the text wins over `gemm`.
         """
         if dtype not in catalog.DTYPES:
             raise UsageError(f"unknown dtype {dtype!r}; known: {', '.join(catalog.DTYPES)}")
@@ -71,7 +73,9 @@ class FlashInferCutlassFamily:
         if "x".join(map(str, tile)) not in known:
             raise UsageError(f"unknown {dtype} tile {tile_word!r} on {arch_name}; FlashInfer's catalogued "
                              f"tiles (elements): {', '.join(known)}")
-        fusion, swap, gemm, cluster = "none", False, None, (1, 1, 1)
+        fusion, swap, cluster = "none", False, (1, 1, 1)
+        if gemm is not None and gemm not in catalog.GEMMS:
+            raise UsageError(f"unknown gemm {gemm!r}; use gemm1 (gate/up) or gemm2 (down)")
         for q in qualifiers:
             if q in ("finalize", "fin"):
                 fusion = "finalize"
@@ -88,14 +92,17 @@ class FlashInferCutlassFamily:
                                  f"or a cluster like c2x1x1")
         if fusion == "finalize" and gemm == "gemm1":
             raise UsageError("finalize fusion exists for gemm2 only (the down projection)")
+        if flashinfer is not None:
+            catalog.parse_version(flashinfer)  # a bad spelling is a UsageError here, not later
         return Tactic(arch_name, dtype, catalog.enum_name(enum_bytes), tile, cluster, fusion, swap,
-                      "tma-ws", gemm or ("gemm2" if fusion == "finalize" else None))
+                      "tma-ws", gemm or ("gemm2" if fusion == "finalize" else None), None, flashinfer)
 
-    def footprint(self, config: Tactic, arch: Arch, dtype: str,
-                  flashinfer: str | None = None) -> SmemFootprint:
+    def footprint(self, config: Tactic, arch: Arch, dtype: str, flashinfer: str | None = None,
+                  **_options: Any) -> SmemFootprint:
         return smem.footprint(_on(config, arch, dtype), flashinfer)
 
-    def verdict(self, config: Tactic, arch: Arch, dtype: str, flashinfer: str | None = None) -> FitVerdict:
+    def verdict(self, config: Tactic, arch: Arch, dtype: str, flashinfer: str | None = None,
+                **_options: Any) -> FitVerdict:
         """FITS / EXCEEDS_SMEM (by how much) / NO_DISPATCH (FlashInfer's own message) / UNSUPPORTED."""
         if dtype not in catalog.dtypes_for(arch.name):
             known = ", ".join(catalog.dtypes_for(arch.name)) or "none"
@@ -127,12 +134,17 @@ class FlashInferCutlassFamily:
         if not todo:
             return []
         tc, results = nvcc_cutlass.measure(todo, flashinfer_data)
+        # Compare like with like: the model under the CUTLASS the headers carry.
+        oracle_pin = ".".join(map(str, smem.profile_by_cutlass(tc.cutlass_version).flashinfer_min))
         checks = []
         for t in todo:
-            fp = smem.footprint(t, flashinfer or t.flashinfer)
+            fp = smem.footprint(t, oracle_pin)
             row = results[t]
-            extra = {"model_stages": fp.stages, "cutlass_model": smem.profile_for(flashinfer or t.flashinfer).cutlass,
-                     "cutlass_oracle": tc.cutlass_version}
+            asked = smem.profile_for(flashinfer or t.flashinfer).cutlass
+            extra = {"model_stages": fp.stages, "cutlass": tc.cutlass_version}
+            if asked != tc.cutlass_version:
+                extra["note"] = (f"FlashInfer {flashinfer or t.flashinfer} pins CUTLASS {asked}; the headers "
+                                 f"found carry {tc.cutlass_version}, so both sides use {tc.cutlass_version}")
             if "error" in row:
                 extra["error"] = row["error"]
                 checks.append(OracleCheck(t, arch, fp.total, -1, tc.describe(), extra))
@@ -141,7 +153,8 @@ class FlashInferCutlassFamily:
             checks.append(OracleCheck(t, arch, fp.total, row["shared_storage"], tc.describe(), extra))
         return checks
 
-    def blocklist(self, verdicts: Iterable[FitVerdict], flashinfer: str | None = None) -> str:
+    def blocklist(self, verdicts: Iterable[FitVerdict], flashinfer: str | None = None,
+                  **_options: Any) -> str:
         """JSON for FLASHINFER_TACTICS_BLOCKLIST (a file path): every tactic predicted not to launch.
 
         Format (flashinfer/tactics_blocklist.py, FlashInfer >= 0.7.0): {"invalid_tactics":
@@ -149,7 +162,12 @@ class FlashInferCutlassFamily:
         ids being the autotuner's tactic indices (gemm2's continue after gemm1's). No "_metadata": the
         loader then applies the list on any GPU, so write one file per GPU model and FlashInfer version.
         """
-        version = flashinfer or catalog.latest_version()
+        verdicts = list(verdicts)
+        versions = {v.config.flashinfer for v in verdicts if v.config.flashinfer}
+        if flashinfer is None and len(versions) > 1:
+            raise UsageError(f"tactics from several FlashInfer versions ({', '.join(sorted(versions))}); "
+                             f"a blocklist is for one version")
+        version = flashinfer or next(iter(versions), None) or catalog.latest_version()
         if catalog.parse_version(version) < catalog.parse_version(BLOCKLIST_SINCE):
             raise UsageError(f"FlashInfer {version} has no tactics blocklist ({BLOCKLIST_ENV} arrived in "
                              f"{BLOCKLIST_SINCE}); upgrade FlashInfer or drop --emit-blocklist")

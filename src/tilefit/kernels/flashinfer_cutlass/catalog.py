@@ -51,7 +51,11 @@ class Tactic:
         return "x".join(str(v) for v in self.tile)
 
     def label(self) -> str:
-        parts = [self.tile_text]
+        """e.g. 'gemm2 #33 128x256x128 [128x256x64B] finalize' (id and gemm when from a list)."""
+        parts = [p for p in (self.gemm, None if self.tactic_id is None else f"#{self.tactic_id}") if p]
+        parts.append(self.tile_text)
+        if self.schedule == "tma-ws":
+            parts.append(f"[{self.enum.removeprefix('CtaShape')}]")
         if self.cluster != (1, 1, 1):
             parts.append("c" + "x".join(str(v) for v in self.cluster))
         if self.schedule == "ampere":
