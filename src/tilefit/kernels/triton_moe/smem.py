@@ -105,7 +105,14 @@ def fit_calibration(table: dict[str, Any]) -> dict[str, Any]:
             const += (o - rule[str(bm)]) * stage  # absorb a group whose offset differs
             line = {s: (s - rule[str(bm)]) * stage + per_stage * s + const for s in by_group[g]}
             above = [fig for s, fig in by_group[g].items() if fig > line[s]]
+
+            def misses(floor: int) -> int:
+                return sum(max(line[s], floor) != fig for s, fig in by_group[g].items())
+
+            # a floor must explain the figures above the line, else they are exceptions
             scratch = max(above, default=0)
+            if misses(scratch) >= misses(0):
+                scratch = 0
             if per_stage or const or scratch:
                 extra[f"{bm},{bn},{bk},{w}"] = [per_stage, const, scratch]
             for s, fig in by_group[g].items():
