@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_target_args(p, gpu_help="GPU the log came from (sizes failing tiles); default: what the log names")
     add_json_arg(p)
     p.add_argument("--jobs", type=positive_int, metavar="N",
-                   help="processes that read a large file (default: up to 4, one per core)")
+                   help="processes that read a large file (default: up to 3, one per core)")
     p.add_argument("--follow", action="store_true",
                    help="tail a growing file until the verdict is no longer in-progress")
     p.add_argument("--poll", type=_seconds, default=1.0, metavar="S", help="--follow: seconds between reads")

@@ -59,7 +59,7 @@ class Diagnoser:
 
     def read_file(self, path: str, *, workers: int | None = None) -> None:
         """Read a whole regular file; a large one is gated by `workers` processes (default: up to
-        4, one per core), with the same result as feeding it serially."""
+        3, one per core), with the same result as feeding it serially."""
         from tilefit.diagnose.parallel import PIECE, default_workers, scan_file
         from tilefit.diagnose.parser import CHUNK
         from tilefit.diagnose.verdict import DETAIL_LINES

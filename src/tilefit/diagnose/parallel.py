@@ -119,5 +119,8 @@ def scan_file(path: str, process: Callable[[int, list[str], bool], int], *, work
     return base, size
 
 
+MAX_DEFAULT_WORKERS = 3  # each worker is a ~19 MB Python process: 3 keep the tree under 100 MB
+
+
 def default_workers() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    return max(1, min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1))
