@@ -86,6 +86,30 @@ def _run_block_scaled() -> dict:
     return errs
 
 
+def _run_ep_gemm2() -> dict:
+    """gemm2 under expert parallelism: other ranks' assignments (-1) stay unwritten; weights applied."""
+    from tilefit.kernels.triton_moe.config import MoEConfig
+    from tilefit.kernels.triton_moe.ops import grouped_gemm, reference_grouped_gemm
+
+    gen = torch.Generator().manual_seed(11)
+    t, k, e, n, kk = 7, 3, 4, 48, 40
+    ids = torch.randint(-1, e, (t, k), generator=gen)
+    ids[0] = torch.tensor([-1, -1, -1])  # a token with no local expert at all
+    ids[1, 0] = 2
+    a = torch.randn(t * k, kk, generator=gen).half()
+    b = torch.randn(e, n, kk, generator=gen).half()
+    w = torch.rand(t, k, generator=gen)
+    cfg = MoEConfig(16, 32, 32, 1, 4, 2)
+    c = torch.full((t * k, n), float("nan"), dtype=torch.float32)
+    grouped_gemm(a, b, c, moe_align(ids, e, cfg.block_m), cfg, a_rows_per_token=1,
+                 topk_weights=w.reshape(-1))
+    ref = reference_grouped_gemm(a, b, ids, a_rows_per_token=1, topk_weights=w)
+    local = (ids.reshape(-1) >= 0)
+    return {"nan_where_expected": bool(torch.equal(c.isnan(), ref.isnan())),
+            "some_local": int(local.sum()), "some_remote": int((~local).sum()),
+            "err": ((c[local] - ref[local]).norm() / ref[local].norm()).item()}
+
+
 def _in_interpreter(*argv: str) -> dict:
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     proc = subprocess.run([sys.executable, __file__, *argv], env=env, capture_output=True,
@@ -106,6 +130,12 @@ def test_fused_moe_matches_reference(name, dtype):
 def test_block_scaled_path_matches_dequantised_reference():
     errs = _in_interpreter("scaled")
     assert errs and all(v < 2e-3 for v in errs.values()), errs
+
+
+def test_expert_parallel_gemm2_applies_weights_and_skips_remote_rows():
+    r = _in_interpreter("ep")
+    assert r["nan_where_expected"] and r["some_local"] > 0 and r["some_remote"] > 0
+    assert r["err"] < 5e-3, r
 
 
 def test_interpreter_does_not_leak_into_this_process():
@@ -144,5 +174,7 @@ def test_align_drops_other_ranks_experts():
 if __name__ == "__main__":  # the child process, with TRITON_INTERPRET=1 set by the parent
     if sys.argv[1] == "case":
         print(json.dumps(_run_case(sys.argv[2], sys.argv[3])))
+    elif sys.argv[1] == "ep":
+        print(json.dumps(_run_ep_gemm2()))
     else:
         print(json.dumps(_run_block_scaled()))

@@ -143,6 +143,24 @@ def dequantize(q: Any, scale: Any, block_n: int, block_k: int) -> Any:
     return q.float() * s
 
 
+def reference_grouped_gemm(a: Any, b: Any, topk_ids: Any, *, a_rows_per_token: int,
+                           topk_weights: Any = None) -> Any:
+    """float32 reference of grouped_gemm: [T*k, N], rows of assignments to no local expert are NaN
+    (grouped_gemm leaves them unwritten)."""
+    import torch
+
+    flat = topk_ids.reshape(-1)
+    e, n, _ = b.shape
+    out = torch.full((flat.numel(), n), float("nan"), dtype=torch.float32, device=a.device)
+    rows = torch.nonzero((flat >= 0) & (flat < e)).reshape(-1)
+    if rows.numel():
+        x = a.float()[rows // a_rows_per_token]
+        out[rows] = torch.einsum("rk,rnk->rn", x, b.float()[flat[rows].long()])
+        if topk_weights is not None:
+            out[rows] *= topk_weights.reshape(-1).float()[rows, None]
+    return out
+
+
 def reference_moe(x: Any, w1: Any, w2: Any, topk_weights: Any, topk_ids: Any) -> Any:
     """float32 torch reference of fused_moe for plain (already dequantised) weights."""
     import torch
