@@ -75,8 +75,8 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
             f"{len(nodisp)} have no dispatch case)", tuple(details), tuple(fix), items))
     for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch, engine_version=req.engine_version,
                       kinds=("warning",)):
-        findings.append(Finding(WARNING, "known-risk", r.text, (r.setting,) if r.setting else (),
-                                (r.as_dict(),)))
+        findings.append(Finding(WARNING, "known-risk", r.text,
+                                tuple(f"source: {src}" for src in r.as_dict()["sources"])))
     checked = {"family": "flashinfer-cutlass", "dtype": dtype, "flashinfer": req.flashinfer or "latest catalogued",
                "tactics": len(verdicts), "fit": len(verdicts) - len(failing), "fail": len(failing)}
     return findings, checked
