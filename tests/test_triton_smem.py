@@ -109,6 +109,19 @@ def test_shipped_calibration_is_the_fit_of_the_shipped_table():
     assert all(not c["exceptions"] for per in refit["archs"].values() for c in per.values())
 
 
+@pytest.mark.parametrize("installed,note", [("9.9.9", "installed triton 9.9.9 has no calibration"),
+                                             (None, "triton is not installed")])
+def test_model_says_when_the_installed_triton_was_not_calibrated(monkeypatch, installed, note):
+    monkeypatch.setattr(smem, "_installed_triton", lambda: installed)
+    smem.load_calibration.cache_clear()
+    try:
+        fp = FAMILY.footprint(MoEConfig(64, 128, 64, 16, 4, 3), get_arch("sm90"), "bf16")
+        assert any(note in n for n in fp.notes), fp.notes
+        assert fp.total == _recorded("sm90", "bf16", MoEConfig(64, 128, 64, 16, 4, 3))
+    finally:
+        smem.load_calibration.cache_clear()
+
+
 def test_fit_recovers_known_parameters_from_a_synthetic_table():
     # buffers = stages - 1 for BM 16, stages for BM 64; a per-stage extra, a constant and an
     # epilogue floor that only the 2-stage config reaches

@@ -181,7 +181,7 @@ def load_calibration(version: str | None = None) -> dict[str, Any]:
     pick = want if want in avail else max(avail)
     data = resources.files("tilefit.kernels.triton_moe") / "data" / avail[pick]
     calib = json.loads(data.read_text())
-    calib["_requested"] = ".".join(map(str, want)) if want else "none installed"
+    calib["_requested"] = ".".join(map(str, want)) if want else ""
     calib["_lookup"] = {
         (arch, dt): ({int(k): v for k, v in c["offset_by_block_m"].items()},
                      {tuple(map(int, k.split(","))): tuple(v) for k, v in c["extra"].items()},
@@ -249,13 +249,15 @@ def footprint(cfg: Any, arch: Arch, dtype: str) -> SmemFootprint:
                               f"the {pipeline:,} B of pipeline buffers (calibrated)"))
     total = sum(t.bytes for t in terms)
     exc = exceptions.get((bm, bn, bk, w, s)) if exceptions else None
-    notes = [f"triton {load_calibration()['triton_version']} calibration"]
+    notes = [f"triton {load_calibration()['triton_version']} calibration"]  # cached after first call
     if exc is not None:
         notes.append("recorded oracle figure (no formula fit)")
         total = exc
-    requested = load_calibration()["_requested"]
-    if requested != load_calibration()["triton_version"]:
-        notes.append(f"installed triton {requested} has no calibration; figures may differ "
-                     f"(check with --verify)")
+    calib = load_calibration()
+    if not calib["_requested"]:
+        notes.append(f"triton is not installed: figures are triton {calib['triton_version']}'s")
+    elif calib["_requested"] != calib["triton_version"]:
+        notes.append(f"installed triton {calib['_requested']} has no calibration; figures may "
+                     f"differ (check with --verify; scripts/calibrate_triton.py records one)")
     return SmemFootprint(total=total, terms=tuple(terms), stages=s, source="model",
                          notes=tuple(notes))
