@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilefit.engines.types import Source, check_engine, check_weight_dtype, parse_version
+from tilefit.engines.types import Source, check_engine, engine_dtype, parse_version
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch, get_arch
 
@@ -73,19 +73,6 @@ def to_moe_config(d: dict[str, int]) -> Any:
     from tilefit.kernels.triton_moe.config import MoEConfig
 
     return MoEConfig.from_dict(d)
-
-
-def _engine_dtype(weight_dtype: str) -> tuple[str | None, tuple[int, int] | None]:
-    """tilefit weight dtype -> (the engines' dtype string, block shape)."""
-    d = check_weight_dtype(weight_dtype)
-    if d in ("bf16", "fp16"):
-        return None, None
-    if d == "fp8":
-        return "fp8_w8a8", None
-    if d == "fp8-block":
-        return "fp8_w8a8", (128, 128)
-    raise UsageError(f"the Triton fused-MoE path takes bf16, fp16, fp8 or fp8-block weights, not "
-                     f"{weight_dtype}; its engines run {weight_dtype} on other kernels")
 
 
 def _vllm(M: int, E: int, dtype: str | None, bs: tuple[int, int] | None, v: tuple[int, ...]
@@ -161,7 +148,7 @@ def engine_default_config(engine: str, *, M: int, E: int, weight_dtype: str,
     if M < 1 or E < 1:
         raise UsageError(f"batch M and experts E must be >= 1, got M={M}, E={E}")
     a = arch if isinstance(arch, Arch) else get_arch(str(arch))
-    dtype, bs = _engine_dtype(weight_dtype)
+    dtype, bs = engine_dtype(weight_dtype)
     newest = {"vllm": "0.33.0", "sglang": "0.5.23"}[engine]
     v = parse_version(engine_version or newest)
     if engine == "vllm":

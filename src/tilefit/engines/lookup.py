@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tilefit.engines.types import (
-    ConfigLookup, Source, check_engine, check_weight_dtype, parse_version)
+    ConfigLookup, Source, check_engine, engine_dtype, parse_version)
 from tilefit.errors import UsageError
 from tilefit.tune.config_files import sglang_config_name, sglang_version_dir, vllm_config_name
 
@@ -37,19 +37,6 @@ SOURCES = {
                      "fused_moe_triton_config.py (get_config_file_name, get_moe_configs)",
                      "0.5.15-0.5.23 wheels; fused_moe_triton/ in 0.5.10"),
 }
-
-
-def engine_dtype(weight_dtype: str) -> tuple[str | None, tuple[int, int] | None]:
-    """tilefit weight dtype -> the engines' file-name dtype and block shape."""
-    d = check_weight_dtype(weight_dtype)
-    if d in ("bf16", "fp16"):
-        return None, None
-    if d == "fp8":
-        return "fp8_w8a8", None
-    if d == "fp8-block":
-        return "fp8_w8a8", (128, 128)
-    raise UsageError(f"vLLM and SGLang keep tuned Triton configs for bf16/fp16/fp8 experts, not "
-                     f"{weight_dtype}")
 
 
 def engine_package_dir(engine: str) -> Path | None:

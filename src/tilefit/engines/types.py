@@ -183,3 +183,17 @@ class FinalizeState:
     def as_dict(self) -> dict[str, object]:
         return {"engine": self.engine, "enabled": self.enabled, "why": self.why,
                 "sources": [str(s) for s in self.sources]}
+
+
+def engine_dtype(weight_dtype: str) -> tuple[str | None, tuple[int, int] | None]:
+    """tilefit weight dtype -> the engines' Triton fused-MoE dtype string and block shape, as
+    their config file names and default-config branches spell them."""
+    d = check_weight_dtype(weight_dtype)
+    if d in ("bf16", "fp16"):
+        return None, None
+    if d == "fp8":
+        return "fp8_w8a8", None
+    if d == "fp8-block":
+        return "fp8_w8a8", (128, 128)
+    raise UsageError(f"the Triton fused-MoE path takes bf16, fp16, fp8 or fp8-block weights, not "
+                     f"{weight_dtype}; its engines run {weight_dtype} on other kernels")
