@@ -10,7 +10,7 @@ from typing import Any
 from tilefit.cli.args import add_json_arg, add_target_args
 from tilefit.cli.output import info, print_json, table
 
-SHOW_LIMIT = 40  # rows shown without --all when a space is larger than this
+SHOW_LIMIT = 64  # rows shown without --all when a space is larger than this (CUTLASS lists fit whole)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
