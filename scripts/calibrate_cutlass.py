@@ -47,7 +47,7 @@ def tactics_for(cutlass_version: str, archs: list[str], dtypes: list[str]) -> li
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--flashinfer-data", action="append", default=[])
-    p.add_argument("--arch", action="append", default=None, help="default: sm90 and sm120")
+    p.add_argument("--arch", action="append", default=None, help="default: sm90, sm100 and sm120")
     p.add_argument("--dtype", action="append", default=None, help="default: all")
     p.add_argument("--jobs", type=int, default=None)
     p.add_argument("--out", default=None, help="write here instead of the packaged table (then merge "
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--merge", action="append", default=[], help="rows from another table to take in "
                    "(same CUTLASS/arch/dtype rows are replaced); may be given with no --flashinfer-data")
     args = p.parse_args(argv)
-    archs = args.arch or ["sm90", "sm120"]
+    archs = args.arch or ["sm90", "sm100", "sm120"]
     dtypes = args.dtype or list(catalog.DTYPES)
     table = calibration.load_raw()
     for path in args.merge:
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         for t, res in results.items():
             row = {"cutlass": tc.cutlass_version, "arch": t.arch, "dtype": t.dtype, "enum": t.enum,
                    "tile": list(t.tile), "cluster": list(t.cluster), "fusion": t.fusion,
-                   "swap_ab": t.swap_ab}
+                   "swap_ab": t.swap_ab, "dynamic": t.dynamic_cluster is not None}
             if "error" in res:
                 row["error"] = res["error"]
             else:

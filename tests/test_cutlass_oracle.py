@@ -32,7 +32,7 @@ def test_probe_program_names_the_launcher_types():
     t = FAMILY.parse_config("128x256x128 finalize swap-ab", "nvfp4", get_arch("sm120"))
     line = nvcc_cutlass.probe_line(t, "x")
     assert "cutlass::arch::Sm120" in line and "cutlass::float_e2m1_t" in line
-    assert ", 128, 256, 128, 1, 1, true, true, true>>" in line
+    assert ", 128, 256, 128, 1, 1, true, true, true, false>>" in line  # static cluster
     program = nvcc_cutlass._program([line])
     assert "ScaledAccPerRowBiasPerColScaleScatter" in program and "StageCountAutoCarveout" in program
 

@@ -138,7 +138,7 @@ def probe_line(tactic: Any, label: str) -> str:
     b = lambda v: "true" if v else "false"  # noqa: E731
     return (f"  tf::report<tf::Tactic<{arch_tag}, {kind}, {act}, {weight}, {OUTPUT_TYPE}, "
             f"{b(block_scaled)}, {b(mx)}, {m}, {n}, {k}, {cm}, {cn}, {b(tactic.fusion == 'finalize')}, "
-            f"{b(tactic.swap_ab)}, true>>(\"{label}\");")
+            f"{b(tactic.swap_ab)}, true, {b(tactic.dynamic_cluster is not None)}>>(\"{label}\");")
 
 
 def _program(lines: list[str]) -> str:
@@ -229,6 +229,8 @@ def measure(tactics: list[Any], flashinfer_data: str | os.PathLike[str] | None =
 
 
 def _kernel_identity(t: Any) -> Any:
-    """Tactics that instantiate the same kernel types (gemm1 and gemm2 without fusion do)."""
+    """Tactics that instantiate the same kernel types (gemm1 and gemm2 without fusion do; every
+    runtime cluster shape is the same DYNAMIC_CGA kernel)."""
+    dynamic = None if getattr(t, "dynamic_cluster", None) is None else (1, 1, 1)
     return type(t)(**{**{f: getattr(t, f) for f in t.__dataclass_fields__},
-                      "gemm": None, "flashinfer": None, "tactic_id": None})
+                      "gemm": None, "flashinfer": None, "tactic_id": None, "dynamic_cluster": dynamic})

@@ -51,7 +51,7 @@ class FlashInferCutlassFamily:
           TILE       `128x256x128` (elements) or an enum `CtaShape128x256x64B` (K in bytes)
           finalize   the gemm2 epilogue with fused finalize (default: none)
           swap-ab    operands swapped (also `swap`, `swapab`)
-          gemm1 / gemm2, and cluster `c2x1x1`
+          gemm1 / gemm2, and an MMA cluster `c2x1x1` (`2sm` on SM100)
         e.g. "128x256x128 finalize", "CtaShape128x64x64B+swap-ab". `flashinfer` and `gemm` (CLI options)
         are recorded on the tactic; a gemm qualifier in the text wins over `gemm`.
         """
@@ -60,7 +60,6 @@ class FlashInferCutlassFamily:
         words = [w for w in re.split(r"[\s,+]+", text.strip().lower()) if w]
         if not words:
             raise UsageError("empty tactic; write e.g. 128x256x128 or 'CtaShape128x256x64B finalize'")
-        arch_name = arch.name if arch is not None else _default_arch(dtype)
         tile_word, qualifiers = words[0], words[1:]
         m = re.fullmatch(r"(?:ctashape)?(\d+)x(\d+)x(\d+)(b?)", tile_word)
         if not m:
@@ -69,10 +68,17 @@ class FlashInferCutlassFamily:
         mm, nn, kk = int(m.group(1)), int(m.group(2)), int(m.group(3))
         enum_bytes = f"{mm}x{nn}x{kk}B" if m.group(4) else f"{mm}x{nn}x{kk * catalog.DTYPES[dtype][0] // 8}B"
         tile = catalog.enum_to_tile(enum_bytes, dtype)
-        known = catalog.known_tiles(arch_name, dtype)
-        if "x".join(map(str, tile)) not in known:
-            raise UsageError(f"unknown {dtype} tile {tile_word!r} on {arch_name}; FlashInfer's catalogued "
-                             f"tiles (elements): {', '.join(known)}")
+        if arch is not None and dtype not in catalog.dtypes_for(arch.name):
+            raise UsageError(f"FlashInfer's CUTLASS MoE has no {dtype} kernels on {arch.name}; dtypes there: "
+                             f"{', '.join(catalog.dtypes_for(arch.name)) or 'none'}")
+        # Without an arch, any arch's catalogued tile is accepted; verdict() judges it on the real arch.
+        archs = [arch.name] if arch is not None else [a for a in catalog.ARCHS if dtype in catalog.dtypes_for(a)]
+        arch_name = next((a for a in archs if "x".join(map(str, tile)) in catalog.known_tiles(a, dtype)), None)
+        if arch_name is None:
+            known = list(dict.fromkeys(x for a in archs for x in catalog.known_tiles(a, dtype)))
+            where = archs[0] if len(archs) == 1 else "any arch"
+            raise UsageError(f"unknown {dtype} tile {tile_word!r} on {where}; FlashInfer's catalogued "
+                             f"tiles (elements): {', '.join(known) or 'none'}")
         fusion, swap, cluster = "none", False, (1, 1, 1)
         if gemm is not None and gemm not in catalog.GEMMS:
             raise UsageError(f"unknown gemm {gemm!r}; use gemm1 (gate/up) or gemm2 (down)")
@@ -83,6 +89,8 @@ class FlashInferCutlassFamily:
                 swap = True
             elif q in catalog.GEMMS:
                 gemm = q
+            elif q == "2sm":
+                cluster = (2, 1, 1)
             elif re.fullmatch(r"c?\d+x\d+x\d+", q):
                 cluster = tuple(int(v) for v in q.lstrip("c").split("x"))  # type: ignore[assignment]
             elif q in ("none", "nofusion"):
@@ -195,13 +203,6 @@ def _on(config: Tactic, arch: Arch, dtype: str) -> Tactic:
     if config.arch == arch.name and config.dtype == dtype:
         return config
     return catalog._replace(config, arch=arch.name, dtype=dtype)
-
-
-def _default_arch(dtype: str) -> str:
-    for arch in ("sm120", "sm90", "sm100"):
-        if dtype in catalog.dtypes_for(arch):
-            return arch
-    return "sm120"
 
 
 FAMILY = FlashInferCutlassFamily()

@@ -48,7 +48,8 @@ def dumps(table: dict[str, Any]) -> str:
 
 
 def row_order(r: dict[str, Any]) -> tuple:
-    return (r["cutlass"], r["arch"], r["dtype"], r["tile"], r["cluster"], r["fusion"], r["swap_ab"])
+    return (r["cutlass"], r["arch"], r["dtype"], r["tile"], r["cluster"], r.get("dynamic", False),
+            r["fusion"], r["swap_ab"])
 
 
 @lru_cache(maxsize=1)
@@ -78,10 +79,11 @@ def epilogue_row(cutlass: str, arch: str, dtype: str, tile: tuple[int, int, int]
 
 
 def find(cutlass: str, arch: str, dtype: str, tile: tuple[int, int, int], cluster: tuple[int, int, int],
-         fusion: str, swap_ab: bool) -> dict[str, Any] | None:
+         fusion: str, swap_ab: bool, dynamic: bool = False) -> dict[str, Any] | None:
     """The row measured for exactly this kernel, if any."""
-    want = (cutlass, arch_family(arch), dtype, list(tile), list(cluster), fusion, swap_ab)
+    want = (cutlass, arch_family(arch), dtype, list(tile), list(cluster), fusion, swap_ab, dynamic)
     for r in rows():
-        if (r["cutlass"], r["arch"], r["dtype"], r["tile"], r["cluster"], r["fusion"], r["swap_ab"]) == want:
+        if (r["cutlass"], r["arch"], r["dtype"], r["tile"], r["cluster"], r["fusion"], r["swap_ab"],
+                r.get("dynamic", False)) == want:
             return r
     return None

@@ -26,6 +26,7 @@ DTYPES: dict[str, tuple[int, str]] = {
     "bf16": (16, "bf16 activations and weights"),
 }
 GEMMS = ("gemm1", "gemm2")
+ARCHS = ("sm120", "sm121", "sm100", "sm90")  # catalogued, in the order parse_config tries them
 FUSIONS = ("none", "finalize")
 
 
@@ -45,6 +46,7 @@ class Tactic:
     stages: int | None = None  # fixed stage count (ampere configs); None: the builder picks
     flashinfer: str | None = field(default=None, compare=False)
     tactic_id: int | None = field(default=None, compare=False)
+    dynamic_cluster: tuple[int, int, int] | None = None  # SM100 runtime cluster; None: static cluster
 
     @property
     def tile_text(self) -> str:
@@ -57,7 +59,10 @@ class Tactic:
         if self.schedule == "tma-ws":
             parts.append(f"[{self.enum.removeprefix('CtaShape')}]")
         if self.cluster != (1, 1, 1):
-            parts.append("c" + "x".join(str(v) for v in self.cluster))
+            parts.append("2sm" if self.arch in ("sm100", "sm103") and self.cluster[0] == 2
+                         else "c" + "x".join(str(v) for v in self.cluster))
+        if self.dynamic_cluster is not None:
+            parts.append("dyn" + "x".join(str(v) for v in self.dynamic_cluster))
         if self.schedule == "ampere":
             parts.append(f"ampere s{self.stages}")
         if self.fusion != "none":
@@ -72,6 +77,7 @@ class Tactic:
             "cluster": list(self.cluster), "fusion": self.fusion, "swap_ab": self.swap_ab,
             "schedule": self.schedule, "gemm": self.gemm, "stages": self.stages,
             "flashinfer": self.flashinfer, "tactic_id": self.tactic_id,
+            "dynamic_cluster": list(self.dynamic_cluster) if self.dynamic_cluster else None,
         }
 
 
@@ -85,7 +91,8 @@ class TacticList:
     max: tuple[int, ...] | None
     read: tuple[str, ...]
     finalize: bool
-    configs: tuple[tuple[str, tuple[int, int, int]], ...]  # (enum bytes "128x256x64B", cluster)
+    # (enum bytes "128x256x64B", cluster, dynamic cluster or None)
+    configs: tuple[tuple[str, tuple[int, int, int], tuple[int, int, int] | None], ...]
     dispatch: frozenset[str]
     no_case_message: str
     ampere: tuple[tuple[tuple[int, int, int], int], ...]  # ((M, N, K elements), stages) for dtype
@@ -119,8 +126,9 @@ def tactic_lists() -> tuple[TacticList, ...]:
         for dtype in raw["dtypes"]:
             configs = []
             for item in raw["configs"]:
-                enum_text, cluster = item.split()
-                configs.append((enum_text, _shape(cluster)))
+                enum_text, cluster, *dyn = item.split()
+                dynamic = _shape(dyn[0].lstrip("d")) if dyn and dyn[0] != "static" else None
+                configs.append((enum_text, _shape(cluster), dynamic))
             ampere = tuple((_shape(t), int(s)) for t, s in
                            (x.split() for x in raw.get("ampere", {}).get(dtype, [])))
             out.append(TacticList(
@@ -187,7 +195,7 @@ def enum_name(enum_bytes: str) -> str:
 def expand(tl: TacticList, arch: str, dtype: str, gemm: str, version: str) -> list[Tactic]:
     """The tactic list of one GEMM, in FlashInfer's order (getTmaWarpSpecializedConfigs)."""
     base = [Tactic(arch, dtype, enum_name(e), enum_to_tile(e, dtype), cluster, "none", False,
-                   "tma-ws", gemm, None, version) for e, cluster in tl.configs]
+                   "tma-ws", gemm, None, version, None, dyn) for e, cluster, dyn in tl.configs]
     if gemm == "gemm2" and tl.finalize:
         base += [_replace(t, fusion="finalize") for t in base]
     base += [_replace(t, swap_ab=True) for t in base]
@@ -249,6 +257,6 @@ def known_tiles(arch: str, dtype: str) -> list[str]:
     seen: dict[str, None] = {}
     for tl in tactic_lists():
         if arch in tl.archs and dtype in tl.dtypes:
-            for e, _ in tl.configs:
+            for e, *_ in tl.configs:
                 seen["x".join(str(v) for v in enum_to_tile(e, dtype))] = None
     return list(seen)

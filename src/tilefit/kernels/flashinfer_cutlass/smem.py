@@ -118,6 +118,8 @@ def footprint(t: Tactic, flashinfer: str | None = None) -> SmemFootprint:
         return _sm120_block_scaled(t, prof)
     if family == "sm90" and t.dtype in DENSE_BITS:
         return _sm90_dense(t, prof)
+    if family == "sm100":
+        return _from_table(t, prof)
     raise UsageError(f"no shared-memory model for {t.dtype} on {t.arch} yet")
 
 
@@ -199,6 +201,25 @@ def _kernel(t: Tactic, stages: int, operands: list[tuple[str, int, int]], *, mai
     total = kernel.total()
     notes = notes + (f"SharedStorage rounded to alignas({kernel.align}): {kernel.size:,} -> {total:,} B",)
     return SmemFootprint(total=total, terms=tuple(terms), stages=stages, source="model", notes=notes)
+
+
+def _from_table(t: Tactic, prof: Profile) -> SmemFootprint:
+    """SM100 tactics: the oracle's measured SharedStorage (no derived model for the SM100 kernel yet)."""
+    row = calibration.find(prof.cutlass, t.arch, t.dtype, t.tile, t.cluster, t.fusion, t.swap_ab,
+                           t.dynamic_cluster is not None)
+    if row is None or "error" in row:
+        why = row["error"][:120] if row else "not measured"
+        raise UsageError(f"no calibrated SharedStorage for {t.arch} {t.dtype} {t.label()} with CUTLASS "
+                         f"{prof.cutlass} ({why}); regenerate with scripts/calibrate_cutlass.py")
+    terms = (
+        SmemTerm("mainloop buffers", row["mainloop_tensors"], f"{row['stages']} stages of A, B, SFA, SFB"),
+        SmemTerm("epilogue storage", row["epilogue_tensors"], f"{t.fusion} epilogue"),
+        SmemTerm("pipeline barriers", row["kernel_pipelines"], "mainloop, epilogue, CLC, accumulator"),
+        SmemTerm("tensormaps", row["kernel_tensormaps"], "per tensormap-updater warp"),
+    )
+    return SmemFootprint(total=row["shared_storage"], terms=terms, stages=row["stages"], source="table",
+                         notes=(f"measured by the nvcc oracle with CUTLASS {prof.cutlass} "
+                                f"(calibration.json); SM100 has no derived model yet",))
 
 
 def _ampere(t: Tactic) -> SmemFootprint:
