@@ -40,7 +40,7 @@ def tactics_for(cutlass_version: str, archs: list[str], dtypes: list[str]) -> li
             continue
         for t in catalog.tactics(arch, dtype, version):
             if t.schedule == "tma-ws":
-                seen[nvcc_cutlass._kernel_identity(t)] = None
+                seen[nvcc_cutlass.kernel_identity(t)] = None
     return list(seen)
 
 

@@ -135,10 +135,14 @@ def probe_line(tactic: Any, label: str) -> str:
     act, weight, block_scaled, mx = DTYPES[tactic.dtype]
     m, n, k = tactic.tile
     cm, cn, _ = tactic.cluster
-    b = lambda v: "true" if v else "false"  # noqa: E731
+    b = _cpp_bool
     return (f"  tf::report<tf::Tactic<{arch_tag}, {kind}, {act}, {weight}, {OUTPUT_TYPE}, "
             f"{b(block_scaled)}, {b(mx)}, {m}, {n}, {k}, {cm}, {cn}, {b(tactic.fusion == 'finalize')}, "
             f"{b(tactic.swap_ab)}, true, {b(tactic.dynamic_cluster is not None)}>>(\"{label}\");")
+
+
+def _cpp_bool(value: bool) -> str:
+    return "true" if value else "false"
 
 
 def _program(lines: list[str]) -> str:
@@ -198,7 +202,7 @@ def measure(tactics: list[Any], flashinfer_data: str | os.PathLike[str] | None =
     """
     tc = toolchain(flashinfer_data)
     jobs = max(1, jobs or int(os.environ.get("TILEFIT_NVCC_JOBS", "0") or 0) or (os.cpu_count() or 1))
-    unique = list(dict.fromkeys(_kernel_identity(t) for t in tactics))
+    unique = list(dict.fromkeys(kernel_identity(t) for t in tactics))
     by_arch: dict[str, list[Any]] = {}
     for t in unique:
         by_arch.setdefault(t.arch, []).append(t)
@@ -225,10 +229,10 @@ def measure(tactics: list[Any], flashinfer_data: str | os.PathLike[str] | None =
     with ThreadPoolExecutor(max_workers=min(jobs, len(batches)) or 1) as pool:
         for part in pool.map(run_batch, batches):
             results.update(part)
-    return tc, {t: results[_kernel_identity(t)] for t in tactics}
+    return tc, {t: results[kernel_identity(t)] for t in tactics}
 
 
-def _kernel_identity(t: Any) -> Any:
+def kernel_identity(t: Any) -> Any:
     """Tactics that instantiate the same kernel types (gemm1 and gemm2 without fusion do; every
     runtime cluster shape is the same DYNAMIC_CGA kernel)."""
     dynamic = None if getattr(t, "dynamic_cluster", None) is None else (1, 1, 1)

@@ -202,7 +202,7 @@ def _on(config: Tactic, arch: Arch, dtype: str) -> Tactic:
     """`config` as it runs on `arch` with `dtype` (a parsed tactic may name another arch)."""
     if config.arch == arch.name and config.dtype == dtype:
         return config
-    return catalog._replace(config, arch=arch.name, dtype=dtype)
+    return catalog.with_changes(config, arch=arch.name, dtype=dtype)
 
 
 FAMILY = FlashInferCutlassFamily()

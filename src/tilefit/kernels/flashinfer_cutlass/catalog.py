@@ -197,14 +197,15 @@ def expand(tl: TacticList, arch: str, dtype: str, gemm: str, version: str) -> li
     base = [Tactic(arch, dtype, enum_name(e), enum_to_tile(e, dtype), cluster, "none", False,
                    "tma-ws", gemm, None, version, None, dyn) for e, cluster, dyn in tl.configs]
     if gemm == "gemm2" and tl.finalize:
-        base += [_replace(t, fusion="finalize") for t in base]
-    base += [_replace(t, swap_ab=True) for t in base]
+        base += [with_changes(t, fusion="finalize") for t in base]
+    base += [with_changes(t, swap_ab=True) for t in base]
     base += [Tactic(arch, dtype, f"CtaShape{m}x{n}x{k}_s{s}", (m, n, k), (1, 1, 1), "none", False,
                     "ampere", gemm, s, version) for (m, n, k), s in tl.ampere]
     return base
 
 
-def _replace(t: Tactic, **changes: Any) -> Tactic:
+def with_changes(t: Tactic, **changes: Any) -> Tactic:
+    """A copy of `t` with some fields changed (dataclasses.replace, spelled out for slots + defaults)."""
     values = {name: getattr(t, name) for name in Tactic.__dataclass_fields__}
     values.update(changes)
     return Tactic(**values)
@@ -219,7 +220,7 @@ def tactics(arch: str, dtype: str, flashinfer: str | None = None,
     tl = find_list(arch, dtype, version)
     g1 = expand(tl, arch, dtype, "gemm1", version)
     g2 = expand(tl, arch, dtype, "gemm2", version)
-    numbered = [_replace(t, tactic_id=i) for i, t in enumerate(g1 + g2)]
+    numbered = [with_changes(t, tactic_id=i) for i, t in enumerate(g1 + g2)]
     return [t for t in numbered if gemm is None or t.gemm == gemm]
 
 
