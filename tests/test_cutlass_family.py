@@ -142,3 +142,10 @@ def test_sm100_nvfp4_tactics_from_the_oracle_table():
     assert FAMILY.footprint(two_sm, b200, "nvfp4").stages == 4
     with pytest.raises(UsageError, match="no nvfp4 kernels on sm90"):
         FAMILY.parse_config("128x128x128", "nvfp4", SM90)
+
+
+def test_untuned_defaults_are_each_gemms_first_tactic():
+    g1 = FAMILY.default_config(SM120, "nvfp4", flashinfer="0.7.0")
+    g2 = FAMILY.default_config(SM120, "nvfp4", flashinfer="0.7.0", gemm="gemm2")
+    assert (g1.tactic_id, g1.enum) == (0, "CtaShape128x128x128B")
+    assert (g2.tactic_id, g2.fusion, g2.swap_ab) == (20, "none", False)

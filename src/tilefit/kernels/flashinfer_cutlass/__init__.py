@@ -126,9 +126,11 @@ class FlashInferCutlassFamily:
                               f"{problem}")
         return judge(config, arch, smem.footprint(t, version))
 
-    def default_config(self, arch: Arch, dtype: str, flashinfer: str | None = None, **_shape: Any) -> Tactic:
-        """The first tactic of gemm1's list: the one FlashInfer falls back to without a tuned choice."""
-        return catalog.tactics(arch.name, dtype, flashinfer, "gemm1")[0]
+    def default_config(self, arch: Arch, dtype: str, flashinfer: str | None = None, gemm: str = "gemm1",
+                       **_shape: Any) -> Tactic:
+        """The tactic FlashInfer runs untuned: the first of the GEMM's list (setRunnerProfiles takes
+        mAllProfiles.front() for gemm1 and the first gemm2 entry for gemm2)."""
+        return catalog.tactics(arch.name, dtype, flashinfer, gemm)[0]
 
     def verify(self, configs: Iterable[Tactic], arch: Arch, dtype: str, flashinfer: str | None = None,
                flashinfer_data: str | None = None, **_options: Any) -> list[OracleCheck]:
