@@ -1,8 +1,10 @@
 """Regenerate the CUTLASS MoE calibration table with the nvcc oracle.
 
-    python scripts/calibrate_cutlass.py --flashinfer-data /tmp/cutlass-venv/lib/python3.11/site-packages/flashinfer/data \
-        --flashinfer-data /tmp/fi-0.6.9/src/flashinfer/data --flashinfer-data /tmp/fi-0.6.6/src/flashinfer/data
+    python scripts/calibrate_cutlass.py --flashinfer-data $SITE/flashinfer/data \
+        --flashinfer-data $WHEEL_0_6_9/flashinfer/data --flashinfer-data $WHEEL_0_6_6/flashinfer/data
 
+($SITE: the site-packages of a venv with `pip install --no-deps flashinfer-python`; $WHEEL_x: an
+unzipped `pip download --no-deps flashinfer-python==x` wheel, for the CUTLASS 4.4.2 and 4.2.1 pins.)
 Each --flashinfer-data is a FlashInfer wheel's data dir (installed, or an unzipped wheel); its pinned
 CUTLASS version decides which catalogued FlashInfer versions' tactics it measures. Rows for that CUTLASS
 version are replaced in src/tilefit/kernels/flashinfer_cutlass/data/calibration.json (written atomically).
@@ -11,7 +13,6 @@ version are replaced in src/tilefit/kernels/flashinfer_cutlass/data/calibration.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -46,24 +47,15 @@ def tactics_for(cutlass_version: str, archs: list[str], dtypes: list[str]) -> li
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--flashinfer-data", action="append", default=[])
+    p.add_argument("--flashinfer-data", action="append", required=True)
     p.add_argument("--arch", action="append", default=None, help="default: sm90, sm100 and sm120")
     p.add_argument("--dtype", action="append", default=None, help="default: all")
     p.add_argument("--jobs", type=int, default=None)
-    p.add_argument("--out", default=None, help="write here instead of the packaged table (then merge "
-                   "with --merge)")
-    p.add_argument("--merge", action="append", default=[], help="rows from another table to take in "
-                   "(same CUTLASS/arch/dtype rows are replaced); may be given with no --flashinfer-data")
+    p.add_argument("--out", default=None, help="write the updated table here instead of the packaged one")
     args = p.parse_args(argv)
     archs = args.arch or ["sm90", "sm100", "sm120"]
     dtypes = args.dtype or list(catalog.DTYPES)
     table = calibration.load_raw()
-    for path in args.merge:
-        other = json.loads(Path(path).read_text())
-        keys = {(r["cutlass"], r["arch"], r["dtype"]) for r in other["rows"]}
-        table["rows"] = [r for r in table["rows"] if (r["cutlass"], r["arch"], r["dtype"]) not in keys]
-        table["rows"] = sorted(table["rows"] + other["rows"], key=calibration.row_order)
-        table["toolchains"].update(other["toolchains"])
     for data_dir in args.flashinfer_data:
         tc = nvcc_cutlass.toolchain(data_dir)
         todo = tactics_for(tc.cutlass_version, archs, dtypes)

@@ -194,7 +194,12 @@ class FlashInferCutlassFamily:
         counts = {s: sum(1 for v in verdicts if v.status == s) for s in (FITS, EXCEEDS_SMEM, NO_DISPATCH)}
         lines = [f"{len(verdicts)} tactics: {counts[FITS]} fit, {counts[EXCEEDS_SMEM]} exceed shared "
                  f"memory, {counts[NO_DISPATCH]} have no dispatch case"]
-        if counts[EXCEEDS_SMEM] + counts[NO_DISPATCH]:
+        versions = {v.config.flashinfer for v in verdicts if v.config.flashinfer}
+        old = [x for x in versions if catalog.parse_version(x) < catalog.parse_version(BLOCKLIST_SINCE)]
+        if counts[EXCEEDS_SMEM] + counts[NO_DISPATCH] and old:
+            lines.append(f"FlashInfer {', '.join(sorted(old))} has no tactics blocklist (since "
+                         f"{BLOCKLIST_SINCE}); its autotuner skips these only after they fail")
+        elif counts[EXCEEDS_SMEM] + counts[NO_DISPATCH]:
             lines.append(f"skip them: write --emit-blocklist output to a file and export "
                          f"{BLOCKLIST_ENV}=/path/to/that.json (FlashInfer >= {BLOCKLIST_SINCE})")
         return lines
