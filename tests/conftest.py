@@ -38,6 +38,17 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_settings():
+    """Settings are read from the environment once per process; tests that monkeypatch
+    TILEFIT_* variables get them read again."""
+    from tilefit.settings import settings
+
+    settings.cache_clear()
+    yield
+    settings.cache_clear()
+
+
 @dataclass
 class CliResult:
     code: int

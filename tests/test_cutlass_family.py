@@ -9,7 +9,7 @@ import pytest
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import get_arch
 from tilefit.kernels.base import EXCEEDS_SMEM, FITS, NO_DISPATCH, UNSUPPORTED
-from tilefit.kernels.flashinfer_cutlass import FAMILY, catalog
+from tilefit.kernels.flashinfer_cutlass import FAMILY
 
 SM120 = get_arch("sm120")
 SM90 = get_arch("sm90")

@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     if options and family.name != "flashinfer-cutlass":
         raise UsageError(f"--{'/--'.join(options)} applies to --family flashinfer-cutlass only")
     if args.config:
-        configs = [family.parse_config(text, dtype, **options) for text in args.config]
+        configs = [family.parse_config(text, dtype, arch=arch, **options) for text in args.config]
     else:
         configs = list(family.configs(arch, dtype, **options))
     verdicts = [family.verdict(c, arch, dtype, **options) for c in configs]
@@ -143,7 +143,11 @@ def _render(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list, rows: 
     body = []
     for r in rows:
         top = max(r["terms"], key=lambda t: t["bytes"]) if r["terms"] else None
-        why = r["reason"] if r["status"] != "fits" else (f"largest: {top['name']} {top['bytes']:,} B" if top else "")
+        if r["status"] != "fits":
+            why = r["reason"]
+        else:
+            why = ("exactly at the limit; " if r["margin_bytes"] == 0 else "") + \
+                (f"largest: {top['name']} {top['bytes']:,} B" if top else "")
         cells = [r["label"], r["stages"], r["smem_bytes"], r["limit_bytes"], r["margin_bytes"],
                  _verdict_word(r), why]
         if verify:

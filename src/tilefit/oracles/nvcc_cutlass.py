@@ -22,7 +22,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tilefit._io import write_text_atomic
 from tilefit.errors import MissingDependency, UsageError
+from tilefit.settings import settings
 
 INSTALL_HINT = ("install the headers outside your project: `python3 -m venv /tmp/cutlass-venv && "
                 "/tmp/cutlass-venv/bin/pip install --no-deps flashinfer-python nvidia-cutlass`, then "
@@ -71,9 +73,8 @@ def _flashinfer_data_dir(explicit: str | os.PathLike[str] | None) -> Path:
     candidates: list[Path] = []
     if explicit:
         candidates.append(Path(explicit))
-    env = os.environ.get("TILEFIT_FLASHINFER_DATA")
-    if env:
-        candidates.append(Path(env))
+    if settings().flashinfer_data is not None:
+        candidates.append(settings().flashinfer_data)
     spec = importlib.util.find_spec("flashinfer")  # locates the package without importing it
     if spec is not None and spec.submodule_search_locations:
         candidates += [Path(p) / "data" for p in spec.submodule_search_locations]
@@ -115,7 +116,7 @@ def _fingerprint(data_dir: Path) -> str:
 def toolchain(flashinfer_data: str | os.PathLike[str] | None = None) -> Toolchain:
     """Find nvcc and the headers; MissingDependency (exit 2) says how to install what is absent."""
     nvcc = shutil.which("nvcc") or next(
-        (str(p) for p in (Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc",)
+        (str(p) for p in (settings().cuda_home / "bin" / "nvcc",)
          if p.is_file()), None)
     if nvcc is None:
         raise MissingDependency("nvcc not found on PATH or in $CUDA_HOME/bin; install the CUDA "
@@ -151,21 +152,7 @@ def _program(lines: list[str]) -> str:
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("TILEFIT_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "tilefit")
-    return Path(root) / "cutlass"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    return settings().cache_dir / "cutlass"
 
 
 def _compile_and_run(tc: Toolchain, arch: str, lines: list[str], timeout: float) -> list[dict[str, Any]]:
@@ -189,7 +176,7 @@ def _compile_and_run(tc: Toolchain, arch: str, lines: list[str], timeout: float)
             raise RuntimeError("nvcc failed: " + " | ".join(e[:300] for e in errors))
         run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True)
     rows = [json.loads(ln) for ln in run.stdout.splitlines() if ln.startswith("{")]
-    _write_atomic(cached, json.dumps({"toolchain": tc.describe(), "rows": rows}))
+    write_text_atomic(cached, json.dumps({"toolchain": tc.describe(), "rows": rows}))
     return rows
 
 
@@ -201,7 +188,7 @@ def measure(tactics: list[Any], flashinfer_data: str | os.PathLike[str] | None =
     batch does not compile is retried alone and, failing again, gets {"error": message}.
     """
     tc = toolchain(flashinfer_data)
-    jobs = max(1, jobs or int(os.environ.get("TILEFIT_NVCC_JOBS", "0") or 0) or (os.cpu_count() or 1))
+    jobs = max(1, jobs or settings().nvcc_jobs or (os.cpu_count() or 1))
     unique = list(dict.fromkeys(kernel_identity(t) for t in tactics))
     by_arch: dict[str, list[Any]] = {}
     for t in unique:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tilefit._io import write_text_atomic
 from tilefit.errors import MissingDependency, UsageError
+from tilefit.settings import settings
 
 INSTALL_HINT = "pip install 'tilefit[triton]'"
 
@@ -67,8 +68,7 @@ def require_compiler() -> str:
 
 def cache_dir() -> Path:
     """$TILEFIT_CACHE_DIR/triton, else ~/.cache/tilefit/triton."""
-    root = os.environ.get("TILEFIT_CACHE_DIR") or os.path.join(Path.home(), ".cache", "tilefit")
-    return Path(root) / "triton"
+    return settings().cache_dir / "triton"
 
 
 def _specialise(fn: Any, args: dict[str, Any], constexprs: dict[str, Any]):
@@ -114,19 +114,6 @@ def _cache_key(fn: Any, cc: int, signature, consts, attrs, options: dict[str, An
         "options": options,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class _SharedFound(Exception):
@@ -218,5 +205,5 @@ def compile_kernel(fn: Any, cc: int, *, args: dict[str, Any], constexprs: dict[s
                            num_warps=int(num_warps), num_stages=int(num_stages), seconds=seconds,
                            metadata=scalars)
     if use_cache:
-        _write_atomic(path, json.dumps(asdict(result), sort_keys=True))
+        write_text_atomic(path, json.dumps(asdict(result), sort_keys=True))
     return result

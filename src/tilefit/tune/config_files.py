@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tilefit._io import write_json_atomic as _write_json_atomic
 from tilefit.errors import UsageError
 
 # The six keys both engines store, in their order.
@@ -151,28 +151,8 @@ def nearest_batch(keys: list[int] | tuple[int, ...], batch: int) -> int:
 
 
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
-    """Write JSON to a temp file in the same folder, fsync, then os.replace: readers see the old
-    file or the new one, never a torn one."""
-    p = Path(path)
-    try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    except OSError as e:
-        raise UsageError(f"cannot write {p}: {e.strerror or e}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=4)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return p
+    """Engine config files: 4-space JSON like the engines' own, written atomically."""
+    return _write_json_atomic(path, data, indent=4)
 
 
 def write_vllm_file(out_dir: str | os.PathLike[str], E: int, N: int, device_name: str,

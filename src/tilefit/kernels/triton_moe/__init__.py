@@ -40,7 +40,7 @@ class TritonMoEFamily:
         """The engines' 1920-config grid (fp8: its 128-multiple N/K subset, 640 configs)."""
         return _config.grid_configs(self._dtype(arch, dtype), grid)
 
-    def parse_config(self, text: str, dtype: str = "bf16") -> MoEConfig:
+    def parse_config(self, text: str, dtype: str = "bf16", **_: Any) -> MoEConfig:
         return _config.parse_config(text, dtype)
 
     def footprint(self, config: MoEConfig, arch: Arch, dtype: str) -> SmemFootprint:

@@ -15,15 +15,14 @@ for the fp8 block scales). GROUP_SIZE_M only reorders program ids and never chan
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections import defaultdict
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tilefit._io import write_json_atomic as _write_json_atomic
 from tilefit.hw.catalog import Arch
 from tilefit.kernels.base import SmemFootprint, SmemTerm
 
@@ -41,18 +40,7 @@ def table_key(arch: str, dtype: str, cfg: Any) -> str:
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _write_json_atomic(path, obj, indent=1, sort_keys=True)
 
 
 # ---------------------------------------------------------------------------------------------
