@@ -49,8 +49,8 @@ def _toolchain_or_skip():
 @pytest.mark.slow
 def test_live_oracle_agrees_with_model(tmp_path, monkeypatch):
     """Compiles two SM120 NVFP4 rows of FACTS section 3 (one over the limit, one exactly at it)."""
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))  # before settings are first read
     tc = _toolchain_or_skip()
-    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
     sm120 = get_arch("sm120")
     ts = [FAMILY.parse_config("128x256x128 finalize", "nvfp4", sm120),
           FAMILY.parse_config("128x64x128 gemm1", "nvfp4", sm120)]
