@@ -57,11 +57,11 @@ def _write_vllm_file(folder, name, per_batch):
 
 
 def test_tuned_file_in_config_dir_is_judged(cli, tmp_path):
-    name = "E=128,N=384,device_name=NVIDIA_GeForce_RTX_5090.json"
+    name = "E=128,N=192,device_name=NVIDIA_GeForce_RTX_5090.json"
     ok = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4,
           "num_stages": 3}
     _write_vllm_file(tmp_path, name, {"1": ok, "64": ok})
-    args = ("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "2", "--engine", "vllm",
+    args = ("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "4", "--engine", "vllm",
             "--backend", "triton", "--config-dir", str(tmp_path), "--json")
     d = cli(*args).json()
     assert d["verdict"] == "GO" and d["checked"]["config_source"].startswith("tuned file")
@@ -143,3 +143,11 @@ def test_check_human_output_starts_with_the_verdict(cli):
     first = r.out.splitlines()[0]
     assert first.startswith("GO-WITH-WARNINGS: glm-5-nvfp4") and "cannot launch" in first
     assert "FLASHINFER_TACTICS_BLOCKLIST" in r.out and "102,400 B > 101,376 B" in r.out
+
+
+def test_weights_that_cannot_fit_are_fatal_and_tight_ones_warn(cli):
+    d = cli("check", "--model", "glm-5-fp8", "--gpu", "rtx-5090", "--ep", "8", "--engine", "vllm", "--json").json()
+    assert d["verdict"] == "NO-GO" and findings(d, "fatal")[0]["kind"] == "weights-exceed-memory"
+    d = cli("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "2", "--engine", "vllm",
+            "--backend", "triton", "--json").json()
+    assert any(f["kind"] == "weights-near-memory" for f in findings(d, "warning"))

@@ -73,6 +73,29 @@ class CheckRequest:
     config_dir: str | None = None
 
 
+# Expert weights above this share of GPU memory leave too little for the KV cache and activations.
+MEMORY_WARN_SHARE = 0.9
+
+
+def _memory_findings(plan: Any, gpu: Any) -> list[Finding]:
+    """The MoE expert weights alone against GPU memory (a lower bound: attention, embeddings,
+    KV cache and activations come on top)."""
+    need = plan.weight_bytes_all_layers
+    have = gpu.memory_gb * 1e9
+    share = need / have
+    text = (f"expert weights need {need / 1e9:,.1f} GB per GPU ({plan.model.moe_layers} MoE layers, "
+            f"{plan.model.weight_dtype}) of the {gpu.memory_gb:g} GB on {gpu.name} ({share:.0%})")
+    fixes = ({"kind": "layout", "setting": "", "text": "spread the experts over more GPUs (--ep/--tp) or use a "
+              "quantized checkpoint; `tilefit plan` shows the weight bytes per GPU of each layout"},)
+    if share > 1:
+        return [Finding(FATAL, "weights-exceed-memory", "the expert weights alone do not fit in GPU memory",
+                        (text,), fixes)]
+    if share > MEMORY_WARN_SHARE:
+        return [Finding(WARNING, "weights-near-memory", "the expert weights leave little GPU memory for the KV "
+                        "cache and activations", (text,), fixes)]
+    return [Finding(INFO, "memory", text)]
+
+
 def run_check(req: CheckRequest) -> CheckReport:
     from tilefit.engines import resolve_backend
     from tilefit.hw.catalog import get_gpu
@@ -85,14 +108,16 @@ def run_check(req: CheckRequest) -> CheckReport:
     plan = plan_layer(model, layout)
     choice = resolve_backend(req.engine, model.weight_dtype, gpu.arch, engine_version=req.engine_version,
                              override=req.backend, ep=req.ep)
+    findings = _memory_findings(plan, gpu)
     if choice.family == "flashinfer-cutlass":
         from tilefit.check.cutlass_path import check_cutlass
 
-        findings, checked = check_cutlass(req, choice, gpu, plan)
+        family_findings, checked = check_cutlass(req, choice, gpu, plan)
     else:
         from tilefit.check.triton_path import check_triton
 
-        findings, checked = check_triton(req, choice, gpu, plan)
+        family_findings, checked = check_triton(req, choice, gpu, plan)
+    findings += family_findings
     return CheckReport(
         verdict=verdict_of(findings),
         model={"name": model.name, "weight_dtype": model.weight_dtype, "hidden_size": model.hidden_size,
