@@ -58,16 +58,10 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
                    "extra warmup time per failed tactic: not known (nothing published measures it)"]
         if finalize is None and any(v.config.fusion == "finalize" for v in failing):
             details.append(finalize_why)
-        for v in over:
-            details.append(f"{v.config.gemm} {v.config.label()}: {v.reason}")
-        for v in nodisp:
-            details.append(f"{v.config.gemm} {v.config.label()}: {v.reason}")
-        fix = [{"kind": "blocklist", "setting": family.blocklist(failing),
-                "text": "tactics predicted to fail, in FlashInfer's blocklist format "
-                        "(`tilefit fit --family flashinfer-cutlass --emit-blocklist`)"}]
-        fix += [r.as_dict() for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch,
-                                              engine_version=req.engine_version,
-                                              kinds=("blocklist", "finalize"))]
+        details += [f"{v.config.label()}: {v.reason}" for v in over + nodisp]
+        fix = [_with_blocklist(r.as_dict(), family, failing, req.flashinfer)
+               for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch,
+                                 engine_version=req.engine_version, kinds=("blocklist", "finalize"))]
         findings.append(Finding(
             FATAL if fatal_info.fatal else WARNING, "tactics-cannot-launch",
             f"{len(failing)} of {len(verdicts)} tactics cannot launch on {gpu.name} "
@@ -80,6 +74,19 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
     checked = {"family": "flashinfer-cutlass", "dtype": dtype, "flashinfer": req.flashinfer or "latest catalogued",
                "tactics": len(verdicts), "fit": len(verdicts) - len(failing), "fail": len(failing)}
     return findings, checked
+
+
+def _with_blocklist(remedy: dict[str, Any], family: Any, failing: list, flashinfer: str | None) -> dict[str, Any]:
+    """A blocklist remedy with the file's content filled in (when this FlashInfer reads one)."""
+    from tilefit.errors import UsageError
+
+    if remedy["kind"] != "blocklist" or not remedy["setting"]:
+        return remedy
+    try:
+        content = family.blocklist(failing, flashinfer=flashinfer)
+    except UsageError as e:  # FlashInfer before 0.7.0 has no blocklist
+        return {**remedy, "setting": "", "text": str(e)}
+    return {**remedy, "setting": remedy["setting"] + "\n<file.json>:\n" + content}
 
 
 def _item(v: Any) -> dict[str, Any]:
