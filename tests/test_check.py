@@ -151,3 +151,11 @@ def test_weights_that_cannot_fit_are_fatal_and_tight_ones_warn(cli):
     d = cli("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "2", "--engine", "vllm",
             "--backend", "triton", "--json").json()
     assert any(f["kind"] == "weights-near-memory" for f in findings(d, "warning"))
+
+
+def test_quick_start_check_golden(cli):
+    from conftest import check_golden
+
+    r = cli("check", "--model", "glm-5-nvfp4", "--gpu", "rtx-pro-6000", "--ep", "8", "--engine", "sglang")
+    assert r.code == 0
+    check_golden("check_glm5_nvfp4_rtx_pro_6000_ep8.txt", r.out)
