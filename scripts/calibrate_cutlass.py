@@ -69,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
             row = {"cutlass": tc.cutlass_version, "arch": t.arch, "dtype": t.dtype, "enum": t.enum,
                    "tile": list(t.tile), "cluster": list(t.cluster), "fusion": t.fusion,
                    "swap_ab": t.swap_ab, "dynamic": t.dynamic_cluster is not None}
+            if t.epilogue != "tma":  # SM100 NO_SMEM schedule; rows without the key are TMA
+                row["epilogue_schedule"] = t.epilogue
             if "error" in res:
                 row["error"] = res["error"]
             else:

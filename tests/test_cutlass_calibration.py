@@ -23,7 +23,8 @@ def _flashinfer_for(cutlass: str) -> str:
 
 def _tactic(r: dict) -> catalog.Tactic:
     return catalog.Tactic(r["arch"], r["dtype"], r["enum"], tuple(r["tile"]), tuple(r["cluster"]),
-                          r["fusion"], r["swap_ab"], dynamic_cluster=(1, 1, 1) if r.get("dynamic") else None)
+                          r["fusion"], r["swap_ab"], dynamic_cluster=(1, 1, 1) if r.get("dynamic") else None,
+                          epilogue=r.get("epilogue_schedule", "tma"))
 
 
 def _degenerate(r: dict) -> bool:

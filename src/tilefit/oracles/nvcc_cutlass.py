@@ -139,7 +139,8 @@ def probe_line(tactic: Any, label: str) -> str:
     b = _cpp_bool
     return (f"  tf::report<tf::Tactic<{arch_tag}, {kind}, {act}, {weight}, {OUTPUT_TYPE}, "
             f"{b(block_scaled)}, {b(mx)}, {m}, {n}, {k}, {cm}, {cn}, {b(tactic.fusion == 'finalize')}, "
-            f"{b(tactic.swap_ab)}, true, {b(tactic.dynamic_cluster is not None)}>>(\"{label}\");")
+            f"{b(tactic.swap_ab)}, {b(getattr(tactic, 'epilogue', 'tma') == 'tma')}, "
+            f"{b(tactic.dynamic_cluster is not None)}>>(\"{label}\");")
 
 
 def _cpp_bool(value: bool) -> str:

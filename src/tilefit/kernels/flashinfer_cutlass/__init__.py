@@ -52,6 +52,7 @@ class FlashInferCutlassFamily:
           finalize   the gemm2 epilogue with fused finalize (default: none)
           swap-ab    operands swapped (also `swap`, `swapab`)
           gemm1 / gemm2, and an MMA cluster `c2x1x1` (`2sm` on SM100)
+          nosmem     SM100's NO_SMEM epilogue schedule (default: TMA)
         e.g. "128x256x128 finalize", "CtaShape128x64x64B+swap-ab". `flashinfer` and `gemm` (CLI options)
         are recorded on the tactic; a gemm qualifier in the text wins over `gemm`.
         """
@@ -79,7 +80,7 @@ class FlashInferCutlassFamily:
             where = archs[0] if len(archs) == 1 else "any arch"
             raise UsageError(f"unknown {dtype} tile {tile_word!r} on {where}; FlashInfer's catalogued "
                              f"tiles (elements): {', '.join(known) or 'none'}")
-        fusion, swap, cluster = "none", False, (1, 1, 1)
+        fusion, swap, cluster, epilogue = "none", False, (1, 1, 1), "tma"
         if gemm is not None and gemm not in catalog.GEMMS:
             raise UsageError(f"unknown gemm {gemm!r}; use gemm1 (gate/up) or gemm2 (down)")
         for q in qualifiers:
@@ -95,15 +96,20 @@ class FlashInferCutlassFamily:
                 cluster = tuple(int(v) for v in q.lstrip("c").split("x"))  # type: ignore[assignment]
             elif q in ("none", "nofusion"):
                 fusion = "none"
+            elif q in ("nosmem", "nosmem-epi", "no-smem"):
+                epilogue = "nosmem"
             else:
-                raise UsageError(f"unknown tactic qualifier {q!r}; use finalize, swap-ab, gemm1, gemm2 "
-                                 f"or a cluster like c2x1x1")
+                raise UsageError(f"unknown tactic qualifier {q!r}; use finalize, swap-ab, gemm1, gemm2, "
+                                 f"nosmem (SM100 epilogue) or a cluster like c2x1x1")
         if fusion == "finalize" and gemm == "gemm1":
             raise UsageError("finalize fusion exists for gemm2 only (the down projection)")
+        if epilogue == "nosmem" and (fusion == "finalize" or not arch_name.startswith("sm10")):
+            raise UsageError("the NO_SMEM epilogue exists on sm100/sm103 without finalize fusion only")
         if flashinfer is not None:
             catalog.parse_version(flashinfer)  # a bad spelling is a UsageError here, not later
         return Tactic(arch_name, dtype, catalog.enum_name(enum_bytes), tile, cluster, fusion, swap,
-                      "tma-ws", gemm or ("gemm2" if fusion == "finalize" else None), None, flashinfer)
+                      "tma-ws", gemm or ("gemm2" if fusion == "finalize" else None), None, flashinfer,
+                      epilogue=epilogue)
 
     def footprint(self, config: Tactic, arch: Arch, dtype: str, flashinfer: str | None = None,
                   **_options: Any) -> SmemFootprint:
@@ -118,6 +124,9 @@ class FlashInferCutlassFamily:
                               f"FlashInfer's CUTLASS MoE has no {dtype} kernels on {arch.name} "
                               f"(dtypes there: {known})")
         t = _on(config, arch, dtype)
+        if t.epilogue != "tma" and not arch.name.startswith("sm10"):
+            return FitVerdict(config, arch, None, UNSUPPORTED,
+                              f"the {t.epilogue} epilogue schedule exists on sm100/sm103 only")
         version = flashinfer or config.flashinfer
         problem = catalog.dispatch_problem(t, version)
         if problem is not None:

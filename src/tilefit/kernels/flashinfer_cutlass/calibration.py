@@ -40,7 +40,7 @@ def dumps(table: dict[str, Any]) -> str:
 
 def row_order(r: dict[str, Any]) -> tuple:
     return (r["cutlass"], r["arch"], r["dtype"], r["tile"], r["cluster"], r.get("dynamic", False),
-            r["fusion"], r["swap_ab"])
+            r.get("epilogue_schedule", "tma"), r["fusion"], r["swap_ab"])
 
 
 @lru_cache(maxsize=1)
@@ -58,23 +58,24 @@ def _index() -> dict[tuple, dict[str, Any]]:
     for r in rows():
         if "error" in r:
             continue
-        key = (r["cutlass"], r["arch"], r["dtype"], tuple(r["tile"][:2]), r["fusion"], r["swap_ab"])
+        key = (r["cutlass"], r["arch"], r["dtype"], tuple(r["tile"][:2]), r["fusion"], r["swap_ab"],
+               r.get("epilogue_schedule", "tma"))
         out.setdefault(key, r)
     return out
 
 
 def epilogue_row(cutlass: str, arch: str, dtype: str, tile: tuple[int, int, int], fusion: str,
-                 swap_ab: bool) -> dict[str, Any] | None:
-    """A measured row whose epilogue matches (the epilogue depends on tile M/N, fusion and swap-AB)."""
-    return _index().get((cutlass, arch_family(arch), dtype, tuple(tile[:2]), fusion, swap_ab))
+                 swap_ab: bool, epilogue: str = "tma") -> dict[str, Any] | None:
+    """A measured row whose epilogue matches (it depends on tile M/N, fusion, swap-AB and schedule)."""
+    return _index().get((cutlass, arch_family(arch), dtype, tuple(tile[:2]), fusion, swap_ab, epilogue))
 
 
 def find(cutlass: str, arch: str, dtype: str, tile: tuple[int, int, int], cluster: tuple[int, int, int],
-         fusion: str, swap_ab: bool, dynamic: bool = False) -> dict[str, Any] | None:
+         fusion: str, swap_ab: bool, dynamic: bool = False, epilogue: str = "tma") -> dict[str, Any] | None:
     """The row measured for exactly this kernel, if any."""
-    want = (cutlass, arch_family(arch), dtype, list(tile), list(cluster), fusion, swap_ab, dynamic)
+    want = (cutlass, arch_family(arch), dtype, list(tile), list(cluster), fusion, swap_ab, dynamic, epilogue)
     for r in rows():
         if (r["cutlass"], r["arch"], r["dtype"], r["tile"], r["cluster"], r["fusion"], r["swap_ab"],
-                r.get("dynamic", False)) == want:
+                r.get("dynamic", False), r.get("epilogue_schedule", "tma")) == want:
             return r
     return None

@@ -26,8 +26,9 @@ DTYPES: dict[str, tuple[int, str]] = {
     "bf16": (16, "bf16 activations and weights"),
 }
 GEMMS = ("gemm1", "gemm2")
-ARCHS = ("sm120", "sm121", "sm100", "sm90")  # catalogued, in the order parse_config tries them
+ARCHS = ("sm120", "sm121", "sm100", "sm103", "sm90")  # catalogued, in the order parse_config tries them
 FUSIONS = ("none", "finalize")
+EPILOGUES = ("tma", "nosmem")  # SM100 epilogue schedules: TMA (smem staged) or NO_SMEM (direct stores)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,7 @@ class Tactic:
     flashinfer: str | None = field(default=None, compare=False)
     tactic_id: int | None = field(default=None, compare=False)
     dynamic_cluster: tuple[int, int, int] | None = None  # SM100 runtime cluster; None: static cluster
+    epilogue: str = "tma"  # "tma" | "nosmem" (SM100 NO_SMEM epilogue schedule, never with finalize)
 
     @property
     def tile_text(self) -> str:
@@ -63,6 +65,8 @@ class Tactic:
                          else "c" + "x".join(str(v) for v in self.cluster))
         if self.dynamic_cluster is not None:
             parts.append("dyn" + "x".join(str(v) for v in self.dynamic_cluster))
+        if self.epilogue != "tma":
+            parts.append(f"{self.epilogue}-epi")
         if self.schedule == "ampere":
             parts.append(f"ampere s{self.stages}")
         if self.fusion != "none":
@@ -78,6 +82,7 @@ class Tactic:
             "schedule": self.schedule, "gemm": self.gemm, "stages": self.stages,
             "flashinfer": self.flashinfer, "tactic_id": self.tactic_id,
             "dynamic_cluster": list(self.dynamic_cluster) if self.dynamic_cluster else None,
+            "epilogue": self.epilogue,
         }
 
 
@@ -96,6 +101,7 @@ class TacticList:
     dispatch: frozenset[str]
     no_case_message: str
     ampere: tuple[tuple[tuple[int, int, int], int], ...]  # ((M, N, K elements), stages) for dtype
+    epilogues: tuple[str, ...] = ("tma",)  # SM100 epilogue schedules, the outer loop of the list
 
     def covers(self, version: tuple[int, ...]) -> bool:
         return self.min <= version and (self.max is None or version < self.max)
@@ -136,7 +142,7 @@ def tactic_lists() -> tuple[TacticList, ...]:
                 max=parse_version(raw["max"]) if raw["max"] else None, read=tuple(raw["read"]),
                 finalize=bool(raw["finalize"]), configs=tuple(configs),
                 dispatch=frozenset(raw["dispatch"]), no_case_message=raw["no_case_message"],
-                ampere=ampere,
+                ampere=ampere, epilogues=tuple(raw.get("epilogues", ["tma"])),
             ))
     return tuple(out)
 
@@ -168,6 +174,8 @@ def find_list(arch: str, dtype: str, flashinfer: str | None) -> TacticList:
         raise UsageError(f"FlashInfer {version_text} predates the catalog (starts at "
                          f"{earliest_version()}); pass --flashinfer {earliest_version()} or later")
     known = dtypes_for(arch)
+    if dtype not in known and f"{arch} {dtype}" in _data().get("not_catalogued", {}):
+        raise UsageError(_data()["not_catalogued"][f"{arch} {dtype}"])
     if dtype not in known:
         listing = ", ".join(known) if known else "none (arch not catalogued)"
         raise UsageError(f"FlashInfer's CUTLASS MoE has no {dtype} kernels on {arch}; "
@@ -195,9 +203,10 @@ def enum_name(enum_bytes: str) -> str:
 def expand(tl: TacticList, arch: str, dtype: str, gemm: str, version: str) -> list[Tactic]:
     """The tactic list of one GEMM, in FlashInfer's order (getTmaWarpSpecializedConfigs)."""
     base = [Tactic(arch, dtype, enum_name(e), enum_to_tile(e, dtype), cluster, "none", False,
-                   "tma-ws", gemm, None, version, None, dyn) for e, cluster, dyn in tl.configs]
-    if gemm == "gemm2" and tl.finalize:
-        base += [with_changes(t, fusion="finalize") for t in base]
+                   "tma-ws", gemm, None, version, None, dyn, epi)
+            for epi in tl.epilogues for e, cluster, dyn in tl.configs]
+    if gemm == "gemm2" and tl.finalize:  # FINALIZE copies, then those on NO_SMEM are dropped
+        base += [with_changes(t, fusion="finalize") for t in base if t.epilogue == "tma"]
     base += [with_changes(t, swap_ab=True) for t in base]
     base += [Tactic(arch, dtype, f"CtaShape{m}x{n}x{k}_s{s}", (m, n, k), (1, 1, 1), "none", False,
                     "ampere", gemm, s, version) for (m, n, k), s in tl.ampere]

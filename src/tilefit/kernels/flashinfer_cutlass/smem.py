@@ -206,14 +206,15 @@ def _kernel(t: Tactic, stages: int, operands: list[tuple[str, int, int]], *, mai
 def _from_table(t: Tactic, prof: Profile) -> SmemFootprint:
     """SM100 tactics: the oracle's measured SharedStorage (no derived model for the SM100 kernel yet)."""
     row = calibration.find(prof.cutlass, t.arch, t.dtype, t.tile, t.cluster, t.fusion, t.swap_ab,
-                           t.dynamic_cluster is not None)
+                           t.dynamic_cluster is not None, t.epilogue)
     if row is None or "error" in row:
         why = row["error"][:120] if row else "not measured"
         raise UsageError(f"no calibrated SharedStorage for {t.arch} {t.dtype} {t.label()} with CUTLASS "
                          f"{prof.cutlass} ({why}); regenerate with scripts/calibrate_cutlass.py")
     terms = (
-        SmemTerm("mainloop buffers", row["mainloop_tensors"], f"{row['stages']} stages of A, B, SFA, SFB"),
-        SmemTerm("epilogue storage", row["epilogue_tensors"], f"{t.fusion} epilogue"),
+        SmemTerm("mainloop buffers", row["mainloop_tensors"], f"{row['stages']} stages of A, B"
+                 + (", SFA, SFB" if t.dtype in BLOCK_SCALED else "")),
+        SmemTerm("epilogue storage", row["epilogue_tensors"], f"{t.fusion} epilogue, {t.epilogue} schedule"),
         SmemTerm("pipeline barriers", row["kernel_pipelines"], "mainloop, epilogue, CLC, accumulator"),
         SmemTerm("tensormaps", row["kernel_tensormaps"], "per tensormap-updater warp"),
     )
