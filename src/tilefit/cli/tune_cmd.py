@@ -79,6 +79,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--compile-workers", type=positive_int, metavar="N",
                    help="compiler processes (default: one per CPU core)")
     p.add_argument("--gpus", type=_indices, metavar="I,I,...", help="GPU indices to time on, one worker each (default: all)")
+    p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="run compiles and timing on a Ray cluster: one actor per GPU of the cluster "
+                        "(`auto`, the default: the cluster this host belongs to; needs "
+                        "pip install 'tilefit[ray]')")
     p.add_argument("--exhaustive-at", type=int_list, default=(), metavar="B,B,...",
                    help="also sweep the whole space at these batch sizes, to check the strategy")
     p.add_argument("--compile-timeout", type=_positive_float, default=300.0, metavar="S",
@@ -146,6 +150,7 @@ def build_request(args: argparse.Namespace) -> Any:
         if target == "sglang" and args.ep > 1:
             raise UsageError("--target sglang tunes without expert parallelism for now; use --ep 1, "
                              "or --target tilefit")
+    ray = _ray_options(args, target)
     options = parse_option_text(args.strategy_option)
     make_options(get_strategy(args.strategy), options)  # reject bad options before any work
     model = load_model(args.model)
@@ -168,6 +173,14 @@ def build_request(args: argparse.Namespace) -> Any:
         device_name = gpu.name
     else:
         found, device_name = _local_gpus()
+        if ray is not None and not found:  # a head node without a GPU of its own
+            from tilefit.tune.ray_executor import cluster_gpu_name
+
+            device_name = cluster_gpu_name(ray.address)
+            if device_name is None:
+                raise UsageError(f"--ray {ray.address}: the Ray cluster has no GPU to tune on; "
+                                 f"start its nodes with GPUs visible")
+            found = [0]
         if not found:
             raise UsageError("tilefit tune needs a local NVIDIA GPU and found none; run it on the "
                              "machine that will serve the model (`tilefit plan` and `tilefit fit` "
@@ -189,7 +202,23 @@ def build_request(args: argparse.Namespace) -> Any:
         budget_minutes=args.budget, trials=args.trials, resume=args.resume,
         compile_workers=args.compile_workers or default_compile_workers(), devices=devices,
         compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
-        exhaustive_at=tuple(args.exhaustive_at))
+        exhaustive_at=tuple(args.exhaustive_at), ray=ray)
+
+
+def _ray_options(args: argparse.Namespace, target: str) -> Any:
+    """RayOptions for --ray (Ray must import: else exit 2 naming the extra), or None."""
+    if args.ray is None:
+        return None
+    from tilefit.tune.ray_executor import RayOptions, import_ray
+
+    import_ray()
+    if args.gpus:
+        raise UsageError("--gpus picks local GPUs; with --ray every GPU of the cluster gets a "
+                         "benchmark actor: drop one of the two")
+    if target in CPU_TARGETS:  # nothing to time on a GPU: one actor, like the local run
+        return RayOptions(args.ray, compile_tasks=args.compile_workers, bench_actors=1,
+                          actor_gpus=0)
+    return RayOptions(args.ray, compile_tasks=args.compile_workers)
 
 
 class _Progress:

@@ -11,8 +11,9 @@ uninterrupted run would.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,7 @@ class TuneRequest:
     compile_timeout_s: float = 300.0
     run_timeout_s: float = 120.0
     exhaustive_at: tuple[int, ...] = ()  # also sweep the whole space at these batches
+    ray: Any = None  # a ray_executor.RayOptions: the same requests on a Ray cluster, not here
 
 
 @dataclass
@@ -117,7 +119,7 @@ class _Evaluator:
         self.name, self.target, self.journal = name, target, journal
         self.compile_pool, self.bench_pool = compile_pool, bench_pool
         self.model_bugs, self.progress = model_bugs, progress
-        lanes = len(compile_pool.workers) + len(bench_pool.workers)
+        lanes = compile_pool.size + bench_pool.size
         self._lanes = ThreadPoolExecutor(max_workers=lanes)
 
     def close(self) -> None:
@@ -163,10 +165,9 @@ def tune(req: TuneRequest, progress: Progress = _quiet) -> TuneReport:
     started = time.monotonic()
     target = req.target.build()
     context = {"versions": target.versions(), "gpu": req.device_name}
-    with Journal(req.out_dir / JOURNAL, resume=req.resume, context=context) as journal, \
-            WorkerPool(req.target, [None] * max(1, req.compile_workers),
-                       timeout=req.compile_timeout_s) as cpool, \
-            WorkerPool(req.target, list(req.devices), timeout=req.run_timeout_s) as bpool:
+    # The pools first: a cluster that cannot be reached leaves no journal behind.
+    with _pools(req) as (cpool, bpool), \
+            Journal(req.out_dir / JOURNAL, resume=req.resume, context=context) as journal:
         run = _Run(req, target, journal, cpool, bpool, progress, started)
         try:
             for layer in req.shapes:
@@ -178,6 +179,22 @@ def tune(req: TuneRequest, progress: Progress = _quiet) -> TuneReport:
                         journal.resumed, restarts)
     write_json_atomic(req.out_dir / SUMMARY, report.as_dict())
     return report
+
+
+@contextmanager
+def _pools(req: TuneRequest) -> Iterator[tuple[Any, Any]]:
+    """(compile pool, benchmark pool): local worker processes, or the Ray cluster's."""
+    if req.ray is not None:
+        from tilefit.tune.ray_executor import ray_pools
+
+        with ray_pools(req.target, req.ray, compile_timeout=req.compile_timeout_s,
+                       run_timeout=req.run_timeout_s) as pools:
+            yield pools
+        return
+    with WorkerPool(req.target, [None] * max(1, req.compile_workers),
+                    timeout=req.compile_timeout_s) as cpool, \
+            WorkerPool(req.target, list(req.devices), timeout=req.run_timeout_s) as bpool:
+        yield cpool, bpool
 
 
 class _Run:

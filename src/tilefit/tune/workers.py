@@ -13,6 +13,8 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -35,8 +37,22 @@ def _classify(op: str, error: BaseException) -> Result:
     return CompileFailed(text) if op == "compile" else LaunchFailed(text)
 
 
+def _exit_with_parent() -> None:
+    """A thread that ends this process once its parent is gone (SIGKILLed tuner, cancelled Ray
+    task): a hung compile must not outlive the run as an orphan."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(_RETIRE)
+
+    threading.Thread(target=watch, name="tilefit-parent-watch", daemon=True).start()
+
+
 def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
     """Child process: build the target once, then serve requests until told to stop."""
+    _exit_with_parent()
     if device is not None:
         # `device` indexes the GPUs this process was allowed to see (the parent's list, if any).
         visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
@@ -191,6 +207,11 @@ class WorkerPool:
             return out
 
         return list(self._threads.map(one, range(len(items))))
+
+    @property
+    def size(self) -> int:
+        """Requests served at once."""
+        return len(self.workers)
 
     @property
     def restarts(self) -> int:

@@ -1,0 +1,178 @@
+"""`tilefit tune --ray` on a local Ray cluster on the CPU: the same results and journal as the
+local executor (replay and fake targets), misbehaving configs recorded as the same failure
+values, a killed actor or lost task turned into a failure, and a resume across executors.
+The benchmark actors need no GPU here (RayOptions(actor_gpus=0)). One cluster per module."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from tilefit.kernels.triton_moe.config import MoEConfig
+from tilefit.tune.journal import read_entries
+from tilefit.tune.results import Crashed, Ok, Timeout
+from tilefit.tune.run import JOURNAL, TuneRequest, tune
+from tilefit.tune.targets.base import TargetSpec, TuneShape
+from tilefit.tune.targets.fake import FakeTarget
+from tilefit.tune.targets.replay import record
+
+try:
+    import ray
+except ImportError:
+    ray = None
+needs_ray = pytest.mark.skipif(ray is None, reason="ray is not installed (pip install 'tilefit[ray]')")
+
+SHAPE = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+GOOD = MoEConfig(64, 128, 64, 16, 4, 3)
+CRASH, HANG, SEGV = MoEConfig(32, 64, 64, 1, 4, 3), MoEConfig(32, 64, 64, 1, 4, 4), \
+    MoEConfig(32, 64, 64, 1, 8, 3)
+FATAL, LIE = MoEConfig(16, 64, 64, 1, 4, 3), MoEConfig(16, 64, 64, 1, 8, 3)
+
+
+def _label(c):
+    return ",".join(map(str, c.values()))
+
+
+def _faulty(**extra):
+    return TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=7, grid="distinct",
+                         compile_crash=[_label(CRASH)], compile_hang=[_label(HANG)],
+                         compile_segv=[_label(SEGV)], run_fatal=[_label(FATAL)],
+                         smem_lie=[_label(LIE)], **extra)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One local Ray instance for the module (start-up costs a few seconds)."""
+    if ray is None:
+        pytest.skip("ray is not installed (pip install 'tilefit[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    yield ray
+    ray.shutdown()
+
+
+def _options(**kw):
+    from tilefit.tune.ray_executor import RayOptions
+
+    return RayOptions(**{"actor_gpus": 0, **kw})
+
+
+def _request(out: Path, spec: TargetSpec, **kw) -> TuneRequest:
+    base = dict(batches=(1, 64), out_dir=out, gpu="h200", device_name="NVIDIA H200",
+                compile_workers=2, compile_timeout_s=20.0, run_timeout_s=20.0,
+                options={"top": 12})
+    base.update(kw)
+    return TuneRequest(spec, (SHAPE,), **base)
+
+
+def _outcome(report):
+    return [(r.job, r.batch, r.config, r.time_us, r.trials, r.failures) for r in report.rows]
+
+
+def _journal(out: Path) -> set:
+    return {(e.key, e.result) for e in read_entries(out / JOURNAL)}
+
+
+@pytest.fixture(scope="module")
+def landscape(tmp_path_factory):
+    """A recorded landscape with some configs missing (they fail in replay)."""
+    path = tmp_path_factory.mktemp("rec") / "rec.jsonl"
+    fake = FakeTarget(seed=5, grid="distinct")
+    record(fake, [SHAPE.with_gemm("gemm1"), SHAPE.with_gemm("gemm2")], [1, 64], path)
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(line for i, line in enumerate(lines) if i % 7 != 3))
+    return TargetSpec.of("tilefit.tune.targets.replay:ReplayTarget", path=str(path))
+
+
+@needs_ray
+def test_replay_same_results_and_journal_as_local(cluster, landscape, tmp_path):
+    local = tune(_request(tmp_path / "local", landscape))
+    remote = tune(_request(tmp_path / "ray", landscape,
+                           ray=_options(bench_actors=2, actor_cpus=0.5)))
+    assert _outcome(remote) == _outcome(local)
+    assert any(r.failures.get("launch-failed") for r in local.rows)  # the missing configs
+    assert _journal(tmp_path / "ray") == _journal(tmp_path / "local")
+    assert [Path(f).name for f in remote.files] == [Path(f).name for f in local.files]
+    for a, b in zip(remote.files, local.files):
+        assert json.loads(Path(a).read_text()) == json.loads(Path(b).read_text())
+
+
+@needs_ray
+def test_crashing_configs_are_recorded_like_local(cluster, tmp_path):
+    # Exhaustive over the small grid, so every misbehaving config is certainly tried.
+    spec = _faulty(jobs=["gemm1"])
+    kw = dict(strategy="exhaustive", batches=(64,), options={"chunk": 64}, compile_timeout_s=1.0,
+              run_timeout_s=5.0)
+    local = tune(_request(tmp_path / "local", spec, **kw))
+    remote = tune(_request(tmp_path / "ray", spec, ray=_options(), **kw))
+    assert _outcome(remote) == _outcome(local)
+    (row,) = remote.rows
+    assert row.config is not None and row.failures == {"compile-failed": 1, "timeout": 1,
+                                                       "crashed": 1, "launch-failed": 1,
+                                                       "does-not-fit": 1}
+    assert [b["config"] for b in remote.model_bugs] == [LIE.as_dict()]
+    journal = _journal(tmp_path / "ray")
+    assert journal == _journal(tmp_path / "local")
+    compiled = {dict(key[3])["num_warps"]: r for key, r in journal
+                if key[2] is None and dict(key[3]) == SEGV.as_dict()}
+    assert compiled == {SEGV.num_warps: Crashed(signal.SIGSEGV, None, "compile")}
+    assert remote.worker_restarts >= 3  # after the hang, the segfault and the poisoned context
+
+
+@needs_ray
+def test_lost_actor_and_task_become_failures(cluster):
+    from tilefit.tune.ray_executor import RayBenchPool, RayCompilePool
+
+    spec = _faulty()
+    with RayBenchPool(cluster, spec, 1, gpus=0, timeout=20.0) as bench:
+        assert isinstance(bench.call("run", GOOD, SHAPE, 64), Ok)
+        cluster.kill(bench.actors[0])  # the actor (or its node) is gone
+        assert bench.call("run", GOOD, SHAPE, 64) == Crashed(None, None, "run")
+        assert isinstance(bench.call("run", GOOD, SHAPE, 64), Ok)  # a fresh actor answers
+        assert bench.restarts == 1
+    # A task that outlives the driver's deadline is cancelled (a negative grace: the driver
+    # gives up after 1 s, before the Worker inside would after 30 s).
+    with RayCompilePool(cluster, spec, 1, timeout=30.0, grace=-29.0) as pool:
+        assert pool.call("compile", HANG, SHAPE, None) == Timeout(30.0, "compile")
+        pool.grace = 30.0  # a new task process and Worker start, then answer as usual
+        assert pool.map("compile", [(GOOD, SHAPE, None), (CRASH, SHAPE, None)])[0] is None
+
+
+@needs_ray
+def test_resume_across_executors(cluster, landscape, tmp_path):
+    """A local run cut short (the journal of a kill: a prefix and a torn last line) resumed on
+    Ray ends where an uninterrupted run ends."""
+    clean = tune(_request(tmp_path / "clean", landscape))
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    text = (tmp_path / "clean" / JOURNAL).read_text()
+    lines = text.splitlines(keepends=True)
+    (cut / JOURNAL).write_text("".join(lines[: len(lines) // 2]) + lines[len(lines) // 2][:20])
+    resumed = tune(_request(cut, landscape, resume=True, ray=_options()))
+    assert resumed.resumed_entries == len(lines) // 2
+    assert _outcome(resumed) == _outcome(clean)
+    assert _journal(cut) == _journal(tmp_path / "clean")
+
+
+@needs_ray
+def test_cli_ray_flag_runs_on_the_cluster(cli, cluster, tmp_path):
+    r = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1,64",
+            "--out", str(tmp_path), "--json", "--compile-timeout", "20", "--run-timeout", "20",
+            "--ray")
+    assert r.code == 0, r.err
+    rows = r.json()["rows"]
+    assert [(row["job"], row["batch"]) for row in rows] == \
+        [("gemm1", 1), ("gemm1", 64), ("gemm2", 1), ("gemm2", 64)]
+    assert all(row["config"] and row["time_us"] > 0 for row in rows)
+
+
+def test_cli_ray_without_ray_names_the_extra(cli, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    r = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1",
+            "--out", str(tmp_path), "--ray")
+    assert r.code == 2
+    assert "pip install 'tilefit[ray]'" in r.err and len(r.err.strip().splitlines()) == 1
+    assert not (tmp_path / JOURNAL).exists()
