@@ -62,7 +62,8 @@ def test_model_equals_oracle_row(row):
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize(("arch", "dtype"), [("sm120", "nvfp4"), ("sm120", "mxfp8-mxfp4"),
                                              ("sm121", "nvfp4"), ("sm90", "bf16"), ("sm90", "fp8"),
-                                             ("sm100", "nvfp4")])
+                                             ("sm100", "nvfp4"), ("sm100", "fp8"), ("sm100", "mxfp8-mxfp4"),
+                                             ("sm103", "fp8"), ("sm103", "mxfp8-mxfp4")])
 def test_every_catalog_tactic_gets_a_verdict(arch, dtype, version):
     """Never a crash: each tactic FlashInfer offers is judged; degenerate tiles are never dispatched."""
     a = get_arch(arch)
