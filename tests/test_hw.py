@@ -73,3 +73,13 @@ def test_resolve_target():
 def test_archs_sorted_and_unique():
     ccs = [a.cc for a in all_archs()]
     assert ccs == sorted(ccs) and len(set(ccs)) == len(ccs)
+
+
+@pytest.mark.parametrize("other_product", ["NVIDIA H100 PCIe", "NVIDIA H200 NVL"])
+def test_other_products_are_not_matched_by_prefix(other_product):
+    with pytest.raises(UsageError, match="unknown GPU"):
+        get_gpu(other_product)
+
+
+def test_memory_is_read_as_binary_gigabytes():
+    assert get_gpu("rtx-5090").memory_bytes == 32 * 2**30

@@ -92,3 +92,8 @@ def test_routing_mean_of_samples_matches_binomial_mean():
 def test_routing_rejects_bad_batches(batch):
     with pytest.raises(UsageError):
         routing_stats(batch, 256, 8, 8)
+
+
+def test_shared_expert_sharding_respects_the_scale_block():
+    with pytest.raises(UsageError, match="shared expert width"):
+        plan_layer(load_model("glm-5-fp8"), Layout(tp=16, ep=16))

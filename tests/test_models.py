@@ -138,3 +138,16 @@ def test_config_is_never_executed(tmp_path):
                              "auto_map": {"AutoConfig": "evil.Config"}, "trust_remote_code": True}))
     m = load_model(str(p))
     assert m.num_experts == 8
+
+
+def test_deeply_nested_json_is_a_usage_error(tmp_path):
+    p = tmp_path / "deep.json"
+    p.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(UsageError, match="nests too deeply"):
+        load_model(str(p))
+
+
+def test_a_named_json_file_gives_its_stem_as_the_model_name(tmp_path):
+    p = tmp_path / "dbrx.json"
+    p.write_text((CONFIGS / "dbrx" / "config.json").read_text())
+    assert load_model(str(p)).name == "dbrx"

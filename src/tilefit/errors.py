@@ -24,5 +24,5 @@ def unknown_name(kind: str, name: str, known: Iterable[str], listing: str) -> Us
     """An error for an unknown catalog name that suggests close matches and the listing command."""
     known = sorted(set(known))
     close = difflib.get_close_matches(name.lower(), known, n=3, cutoff=0.5)
-    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ";"
     return UsageError(f"unknown {kind} {name!r}{hint} see `{listing}`")

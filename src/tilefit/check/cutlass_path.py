@@ -29,17 +29,27 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
 
     family = get_family("flashinfer-cutlass")
     arch, dtype = gpu.arch, choice.family_dtype
+    backend = Finding(INFO, "backend", f"{choice.engine} runs {choice.engine_backend} "
+                      f"({choice.family}, {dtype}) on {arch.name}", (choice.rule,))
+    if dtype not in family.dtypes(arch):
+        # The engine runs tactics tilefit has not catalogued: say so rather than guess.
+        return [backend, Finding(
+            WARNING, "not-modelled",
+            f"tilefit has no catalog of FlashInfer's {dtype} CUTLASS MoE tactics on {arch.name}: "
+            f"their shared memory was not checked",
+            (f"catalogued on {arch.name}: {', '.join(family.dtypes(arch)) or 'none'}",
+             "pass --backend triton to check the Triton fused-MoE path instead, if the engine can run it"))], \
+            {"family": "flashinfer-cutlass", "dtype": dtype, "flashinfer": req.flashinfer or "latest catalogued",
+             "tactics": 0, "fit": 0, "fail": 0}
     finalize, finalize_why = _finalize_note(req, choice.engine)
     tactics = list(family.configs(arch, dtype, flashinfer=req.flashinfer))
     if finalize is False:
         tactics = [t for t in tactics if t.fusion != "finalize"]
     verdicts = [family.verdict(t, arch, dtype, flashinfer=req.flashinfer) for t in tactics]
     failing = [v for v in verdicts if not v.fits]
-    findings: list[Finding] = []
     fatal_info = fatality(choice.engine, "flashinfer-cutlass")
     shapes = ", ".join(f"{g.name} [{g.n} x {g.k}] x {g.groups}" for g in plan.routed)
-    findings.append(Finding(INFO, "backend", f"{choice.engine} runs {choice.engine_backend} "
-                            f"({choice.family}, {dtype}) on {arch.name}", (choice.rule, finalize_why)))
+    findings = [Finding(INFO, "backend", backend.title, backend.details + (finalize_why,))]
     by_gemm = Counter(v.config.gemm for v in verdicts)
     fits_by_gemm = Counter(v.config.gemm for v in verdicts if v.fits)
     for gemm, total in sorted(by_gemm.items()):
@@ -56,8 +66,6 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
                    f"{'fatal' if fatal_info.fatal else 'not fatal'}: {fatal_info.why}",
                    f"log line to expect: {fatal_info.log_line}",
                    "extra warmup time per failed tactic: not known (nothing published measures it)"]
-        if finalize is None and any(v.config.fusion == "finalize" for v in failing):
-            details.append(finalize_why)
         details += [f"{v.config.label()}: {v.reason}" for v in over + nodisp]
         fix = [_with_blocklist(r.as_dict(), family, failing, req.flashinfer)
                for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch,

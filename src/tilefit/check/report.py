@@ -81,10 +81,9 @@ def _memory_findings(plan: Any, gpu: Any) -> list[Finding]:
     """The MoE expert weights alone against GPU memory (a lower bound: attention, embeddings,
     KV cache and activations come on top)."""
     need = plan.weight_bytes_all_layers
-    have = gpu.memory_gb * 1e9
-    share = need / have
-    text = (f"expert weights need {need / 1e9:,.1f} GB per GPU ({plan.model.moe_layers} MoE layers, "
-            f"{plan.model.weight_dtype}) of the {gpu.memory_gb:g} GB on {gpu.name} ({share:.0%})")
+    share = plan.memory_share(gpu.memory_bytes)
+    text = (f"expert weights need {need / 2**30:,.1f} GiB per GPU ({plan.model.moe_layers} MoE layers, "
+            f"{plan.model.weight_dtype}) of the {gpu.memory_gb:g} GiB on {gpu.name} ({share:.0%})")
     fixes = ({"kind": "layout", "setting": "", "text": "spread the experts over more GPUs (--ep/--tp) or use a "
               "quantized checkpoint; `tilefit plan` shows the weight bytes per GPU of each layout"},)
     if share > 1:
@@ -126,7 +125,8 @@ def run_check(req: CheckRequest) -> CheckReport:
              "smem_limit_bytes": gpu.arch.smem_per_block_optin},
         layout={"tp": layout.tp, "ep": layout.ep, "dp": layout.dp, "label": layout.label(),
                 "gpus": layout.gpus, "local_experts": plan.local_experts},
-        engine={"name": choice.engine, "version": req.engine_version or "newest read"},
+        engine={"name": choice.engine,
+                "version": req.engine_version or "not given (version-dependent behaviour assumed worst case)"},
         backend=choice.as_dict(),
         gemms=tuple({"name": g.name, "n": g.n, "k": g.k, "groups": g.groups} for g in plan.gemms),
         findings=tuple(findings),

@@ -81,6 +81,12 @@ def check_triton(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[l
                     choice.engine, "triton-moe", arch=arch, engine_version=req.engine_version,
                     kinds=("backend",))),
                 tuple(_item(b, v) for b, v in bad.items())))
+    grid = set(family.configs(arch, dtype))
+    off_grid = [f"batch {b}: {v.config.label()}" for b, v in judged.items() if v.config not in grid]
+    if off_grid:
+        findings.append(Finding(INFO, "extrapolated", f"{len(off_grid)} judged config(s) lie outside the "
+                                f"grid the shared-memory model was calibrated on: their bytes are the "
+                                f"model's formula, not a recorded compile", tuple(off_grid)))
     checked = {"family": "triton-moe", "dtype": dtype, "E": e_local, "N": n, "config_source": source,
                "configs": len(judged), "fit": sum(v.fits for v in judged.values()),
                "fail": sum(not v.fits for v in judged.values())}

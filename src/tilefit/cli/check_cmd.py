@@ -53,8 +53,11 @@ def render(d: dict[str, Any]) -> str:
     findings = d["findings"]
     order = {"fatal": 0, "warning": 1, "info": 2}
     worst = sorted((f for f in findings if f["severity"] != "info"), key=lambda f: order[f["severity"]])
+    version = d["engine"]["version"]
+    engine = (f"{d['engine']['name']} {version}" if not version.startswith("not given")
+              else f"{d['engine']['name']} (version not given: worst case)")
     lines = [f"{d['verdict']}: {m['name']} on {lay['gpus']} x {g['name']} ({g['arch']}), {lay['label']}, "
-             f"{d['engine']['name']} ({d['engine']['version']})"
+             f"{engine}"
              + (f": {worst[0]['title']}" if worst else ""), ""]
     lines.append(f"MoE kernel: {b['family']} {b['family_dtype']} ({b['engine_backend']}; selected by "
                  f"{b['selector']})")

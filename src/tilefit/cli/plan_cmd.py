@@ -50,7 +50,8 @@ def plan_data(model_spec: str, gpu_name: str | None, tp: int, ep: int, dp: int,
         "layout": {"tp": layout.tp, "ep": layout.ep, "dp": layout.dp, "gpus": layout.gpus,
                    "label": layout.label()},
         "gpu": None if gpu is None else {"key": gpu.key, "name": gpu.name, "arch": gpu.arch.name,
-                                         "memory_gb": gpu.memory_gb},
+                                         "memory_gb": gpu.memory_gb,
+                                         "memory_share": plan.memory_share(gpu.memory_bytes)},
         "local_experts": plan.local_experts,
         "gemms": [{"name": g.name, "n": g.n, "k": g.k, "local_experts": g.groups,
                    "weight_bytes": g.weight_bytes} for g in plan.gemms],
@@ -76,7 +77,7 @@ def render(d: dict[str, Any]) -> str:
             f"top-{m['top_k']} {m['weight_dtype']}, {m['moe_layers']} of {m['num_layers']} layers MoE"
             + (f", shared expert width {m['shared_expert_width']}" if m["shared_expert_width"] else ""))
     where = f" on {d['gpu']['name']} ({d['gpu']['arch']})" if d["gpu"] else ""
-    lines = [head, f"layout {lay['label']} ({lay['gpus']} GPUs for the MoE layers){where}: "
+    lines = [head, f"layout {lay['label']} ({lay['gpus']} GPU{'s' if lay['gpus'] > 1 else ''} for the MoE layers){where}: "
                    f"{d['local_experts']} local experts per GPU", ""]
     rows = [(g["name"], g["local_experts"], g["n"], g["k"], human_bytes(g["weight_bytes"]))
             for g in d["gemms"]]
@@ -84,8 +85,8 @@ def render(d: dict[str, Any]) -> str:
     total = (f"expert weights per GPU: {human_bytes(d['weight_bytes_per_layer'])} per layer, "
              f"{human_bytes(d['weight_bytes_all_moe_layers'])} for all {m['moe_layers']} MoE layers")
     if d["gpu"]:
-        share = d["weight_bytes_all_moe_layers"] / (d["gpu"]["memory_gb"] * 1e9)
-        total += f" ({share:.0%} of {d['gpu']['memory_gb']:g} GB)"
+        share = d["gpu"]["memory_share"]
+        total += f" ({share:.0%} of {d['gpu']['memory_gb']:g} GiB)"
         if share > 1:
             total += "\nthe expert weights alone exceed GPU memory: use a quantized variant or more GPUs"
     lines += ["", total, ""]

@@ -55,6 +55,12 @@ class GPU:
     pcie_gen: int
     sources: tuple[tuple[str, str], ...] = field(compare=False)
 
+    @property
+    def memory_bytes(self) -> int:
+        """Device memory in bytes. Vendors' "GB" for GPU memory are binary: a '32 GB' RTX 5090
+        reports 32,607 MiB and a '141 GB' H200 143,771 MiB, so the figure is read as GiB."""
+        return int(self.memory_gb * 2**30)
+
     def peak_tflops(self, dtype: str) -> float | None:
         """Dense tensor-core peak for `dtype`, or None where the part has no such path."""
         return dict(self.tflops).get(dtype)
@@ -153,11 +159,8 @@ def get_gpu(name: str) -> GPU:
     n = _norm(name)
     if n in index:
         return gpus[index[n]]
-    # Driver names carry suffixes ("NVIDIA H100 80GB HBM3", "... Server Edition"): take the longest
-    # catalog spelling that the given name starts with, if it is specific enough.
-    prefixes = [s for s in index if len(s) >= 8 and n.startswith(s)]
-    if prefixes:
-        return gpus[index[max(prefixes, key=len)]]
+    # No prefix matching: "NVIDIA H100 PCIe" or "NVIDIA H200 NVL" are other products (SM count,
+    # bandwidth) than the SXM entries whose names they start with. Driver names are aliases.
     raise unknown_name("GPU", name, gpus, "tilefit gpus")
 
 

@@ -84,6 +84,10 @@ class LayerPlan:
     def weight_bytes_all_layers(self) -> int:
         return self.weight_bytes_per_layer * self.model.moe_layers
 
+    def memory_share(self, memory_bytes: int) -> float:
+        """Expert weights of all MoE layers as a share of one GPU's memory (a lower bound on use)."""
+        return self.weight_bytes_all_layers / memory_bytes
+
 
 def plan_layer(model: MoEModel, layout: Layout) -> LayerPlan:
     """The GEMMs of one MoE layer on one GPU; errors say which divisibility fails and what divides."""
@@ -111,6 +115,9 @@ def plan_layer(model: MoEModel, layout: Layout) -> LayerPlan:
             raise UsageError(f"{shards}-way attention TP does not divide the shared expert width {s}; "
                              f"use --dp to replicate it")
         s_tp = s // shards
+        if w.k_multiple > 1 and s_tp % w.k_multiple:
+            raise UsageError(f"{shards}-way attention TP leaves a shared expert width of {s_tp}, not a "
+                             f"multiple of the {w.name} scale block {w.k_multiple}; use --dp to replicate it")
         gemms += [
             GemmShape("shared.gemm1", 2 * s_tp, h, 1, w.matrix_bytes(2 * s_tp, h)),
             GemmShape("shared.gemm2", h, s_tp, 1, w.matrix_bytes(h, s_tp)),

@@ -74,5 +74,6 @@ def routing_stats(batch: int, num_experts: int, top_k: int, ep: int, *,
         tokens_per_expert_max_mean=float(busiest_expert.mean()),
         tokens_per_expert_p99=_percentile(sorted(busiest_expert.tolist()), 99),
         active_experts_per_gpu_mean=local * (1.0 - (1.0 - k / e) ** b),
-        method=f"means exact; busiest expert/GPU: exact sampler, {trials} trials, seed {seed}",
+        method=f"means exact; busiest expert/GPU: Monte Carlo over {trials} trials (seed {seed}) of an "
+               f"exact per-trial sampler, so tail percentiles carry sampling noise",
     )

@@ -204,6 +204,8 @@ def _read_json(path: Path) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise UsageError(f"{path} is not valid JSON (line {e.lineno}: {e.msg})") from None
+    except RecursionError:
+        raise UsageError(f"{path} nests too deeply to be a model config") from None
 
 
 def load_config_path(path: Path) -> MoEModel:
@@ -219,5 +221,7 @@ def load_config_path(path: Path) -> MoEModel:
     quant = _read_json(quant_file) if quant_file.is_file() else None
     if quant is not None and not isinstance(quant, dict):
         raise UsageError(f"{quant_file}: expected a JSON object")
-    name = (cfg.get("_name_or_path") if isinstance(cfg, dict) else None) or directory.name or config_file.stem
+    # A file named config.json takes its folder's name; any other file its own stem.
+    fallback = directory.name if config_file.name == "config.json" else config_file.stem
+    name = (cfg.get("_name_or_path") if isinstance(cfg, dict) else None) or fallback or config_file.stem
     return from_config(cfg, name=str(name), source=str(config_file), quant=quant)

@@ -139,6 +139,8 @@ def read_config_file(path: str | os.PathLike[str]) -> tuple[str | None, dict[int
         raise UsageError(f"cannot read {p}: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
         raise UsageError(f"{p} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    except (RecursionError, UnicodeDecodeError):
+        raise UsageError(f"{p} is not a tuned config file (JSON object keyed by batch size)") from None
     return parse_config_content(data, str(p))
 
 
