@@ -129,7 +129,11 @@ def test_lost_actor_and_task_become_failures(cluster):
     spec = _faulty()
     with RayBenchPool(cluster, spec, 1, gpus=0, timeout=20.0) as bench:
         assert isinstance(bench.call("run", GOOD, SHAPE, 64), Ok)
-        cluster.kill(bench.actors[0])  # the actor (or its node) is gone
+        dead = bench.actors[0]
+        cluster.kill(dead)  # the actor (or its node) is gone; ray.kill is asynchronous:
+        with pytest.raises(cluster.exceptions.RayActorError):
+            for _ in range(100):
+                cluster.get(dead.stop.remote(), timeout=20)
         assert bench.call("run", GOOD, SHAPE, 64) == Crashed(None, None, "run")
         assert isinstance(bench.call("run", GOOD, SHAPE, 64), Ok)  # a fresh actor answers
         assert bench.restarts == 1
@@ -175,4 +179,27 @@ def test_cli_ray_without_ray_names_the_extra(cli, tmp_path, monkeypatch):
             "--out", str(tmp_path), "--ray")
     assert r.code == 2
     assert "pip install 'tilefit[ray]'" in r.err and len(r.err.strip().splitlines()) == 1
+    assert not (tmp_path / JOURNAL).exists()
+
+
+@needs_ray
+def test_cli_ray_unreachable_address_is_usage_error(cli, tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1",
+            "--out", str(tmp_path), "--ray", f"127.0.0.1:{port}")
+    assert r.code == 2 and f"--ray 127.0.0.1:{port}: no Ray cluster answers there" in r.err
+    assert not (tmp_path / JOURNAL).exists()
+
+
+@needs_ray
+def test_cli_ray_needs_gpus_on_the_cluster_and_no_local_pick(cli, cluster, tmp_path):
+    common = ("tune", "--model", "glm-5", "--ep", "8", "--batches", "1", "--out", str(tmp_path))
+    r = cli(*common, "--target", "tilefit", "--ray")  # this test cluster has CPUs only
+    assert r.code == 2 and "the Ray cluster has no GPU to tune on" in r.err, r.err
+    r = cli(*common, "--target", "fake", "--ray", "--gpus", "0")
+    assert r.code == 2 and "--gpus picks local GPUs" in r.err
     assert not (tmp_path / JOURNAL).exists()

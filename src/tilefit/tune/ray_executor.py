@@ -58,6 +58,7 @@ def connected(address: str) -> Iterator[Any]:
     """The `ray` module, connected to the cluster at `address`. A process already connected
     (a test's local cluster, a notebook) keeps its connection; one made here is closed after."""
     ray = import_ray()
+    _check_reachable(address)
     owned = not ray.is_initialized()
     if owned:
         try:
@@ -71,6 +72,22 @@ def connected(address: str) -> Iterator[Any]:
     finally:
         if owned:
             ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """A host:port (or ray://host:port) that nothing answers on is bad input, said at once:
+    Ray itself retries a wrong address for minutes."""
+    import socket
+
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return  # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5.0).close()
+    except OSError as e:
+        raise UsageError(f"--ray {address}: no Ray cluster answers there ({e.strerror or e}); "
+                         f"check the head node's address (`ray status` on it), or use --ray auto "
+                         f"on a host of the cluster") from None
 
 
 # -- what runs on the cluster ------------------------------------------------------------------
