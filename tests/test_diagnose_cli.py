@@ -190,3 +190,26 @@ def test_diagnose_imports_neither_torch_nor_triton():
     r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().splitlines()[-1] == "1 []"
+
+
+def test_stdin_is_read_when_the_log_is_dash():
+    import subprocess
+    import sys
+
+    log = "[2025-10-06 20:05:17] The server is fired up and ready to roll!\n"
+    r = subprocess.run([sys.executable, "-m", "tilefit.cli.main", "diagnose", "-", "--json"], input=log,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert '"verdict": "healthy"' in r.stdout
+
+
+def test_truncated_gzip_is_a_usage_error(tmp_path):
+    import gzip
+    import subprocess
+    import sys
+
+    whole = gzip.compress(b"x\n" * 1000)
+    p = tmp_path / "cut.log.gz"
+    p.write_bytes(whole[: len(whole) // 2])
+    r = subprocess.run([sys.executable, "-m", "tilefit.cli.main", "diagnose", str(p)], capture_output=True, text=True)
+    assert r.returncode == 2 and "cannot read the log" in r.stderr and "Traceback" not in r.stderr

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     with _open(args.log) as stream:
         if args.follow and args.log != "-":
             _follow(dg, stream, args)
-        elif getattr(stream, "raw", None) is not None:  # a plain regular file
+        elif args.log != "-" and getattr(stream, "raw", None) is not None:  # a plain regular file
             try:
                 dg.read_file(args.log, workers=args.jobs)
             except OSError as e:
@@ -117,8 +117,8 @@ def _read_all(dg: Any, stream: BinaryIO) -> None:
             if not data:
                 return
             dg.feed(data)
-    except OSError as e:  # e.g. a corrupt .gz, an I/O error mid-file
-        raise UsageError(f"cannot read the log: {e}") from None
+    except (OSError, EOFError) as e:  # a corrupt or truncated .gz, an I/O error mid-file
+        raise UsageError(f"cannot read the log: {e or 'the compressed file ends early'}") from None
 
 
 def _follow(dg: Any, stream: BinaryIO, args: argparse.Namespace) -> None:
