@@ -164,7 +164,7 @@ class FakeCutlassFamily:
     def parse_config(self, text, dtype):
         return _Cfg(text)
 
-    def verdict(self, config, arch, dtype):
+    def verdict(self, config, arch, dtype, **options):
         fp = SmemFootprint(total=102_400, stages=3, terms=(
             SmemTerm("A/B/SF stages", 100_352), SmemTerm("pipelines", 224), SmemTerm("tensormaps", 896),
             SmemTerm("scheduler", 128)))

@@ -210,16 +210,24 @@ def _size_tile(family: Any, tile: str, arch: Any, fields: dict[str, Any], finali
                 last_error = e
         else:
             raise last_error or ValueError("no config")
-        v = family.verdict(config, arch, dtype)
+        versions = _undispatched_versions(arch.name, dtype, tile) if tile.endswith("B") else []
+        v = family.verdict(config, arch, dtype, flashinfer=versions[0][0]) if versions else \
+            family.verdict(config, arch, dtype)
         fp = v.footprint
         label = config.label() if hasattr(config, "label") else variant
+        seen_in = ""
+        if versions:
+            spans = ", ".join(f"{lo} to {'before ' + hi if hi else 'the newest catalogued'}" for lo, hi in versions)
+            seen_in = (f"; FlashInfer offers this tile without a dispatch case only in {spans}, so the log "
+                       f"comes from such a version")
         if fp is None:
-            return Explanation(about, f"{label} ({dtype}) on {arch.name}: {v.status}: {v.reason}")
+            return Explanation(about, f"{label} ({dtype}) on {arch.name}: {v.status}: {v.reason}{seen_in}")
         top = fp.dominant()
         stages = f", {fp.stages} stages" if fp.stages else ""
         verdict = "fits" if v.fits else "does NOT fit"
         finding = (f"{label} ({dtype}) on {arch.name} {verdict}: needs {fp.total:,} B vs limit {v.limit:,} B"
                    f"{stages}; largest term {top.name} {top.bytes:,} B")
+        finding += seen_in
         if v.status not in (FITS, EXCEEDS_SMEM):
             finding += f"; {v.status}: {v.reason}"
         elif v.fits:
@@ -228,6 +236,27 @@ def _size_tile(family: Any, tile: str, arch: Any, fields: dict[str, Any], finali
         return Explanation(about, finding)
     except Exception as e:  # the fit engine is someone else's code: report, never fail the diagnosis
         return Explanation(about, f"fit engine for {CUTLASS_FAMILY} could not size it: {type(e).__name__}: {e}")
+
+
+def _undispatched_versions(arch: str, dtype: str, tile_bytes: str) -> list[tuple[str, str | None]]:
+    """FlashInfer version ranges [lo, hi) whose candidate list offers the tile enum `tile_bytes`
+    ('128x128x256B') on arch/dtype without a dispatch case: the versions that can print
+    'Unsupported tile shape config' for it."""
+    from tilefit.kernels.flashinfer_cutlass.catalog import tactic_lists
+
+    def text(v: tuple[int, ...]) -> str:
+        return ".".join(map(str, v))
+
+    spans = sorted((tl.min, tl.max) for tl in tactic_lists()
+                   if arch in tl.archs and dtype in tl.dtypes and tile_bytes not in tl.dispatch
+                   and any(enum == tile_bytes for enum, *_ in tl.configs))
+    merged: list[tuple[tuple[int, ...], tuple[int, ...] | None]] = []
+    for lo, hi in spans:  # join back-to-back ranges: [0.6.8, 0.6.11) + [0.6.11, 0.7.1)
+        if merged and merged[-1][1] == lo:
+            merged[-1] = (merged[-1][0], hi)
+        else:
+            merged.append((lo, hi))
+    return [(text(lo), text(hi) if hi else None) for lo, hi in merged]
 
 
 def _dtype(family: Any, arch: Any, hint: str | None) -> str:
