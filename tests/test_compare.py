@@ -107,3 +107,16 @@ def test_measure_real_kernel_on_one_gpu():
     spec = MeasureSpec(hidden=1024, width=512, experts=16, top_k=2, tp=1, ep=2, batches=(1, 64), reps=5)
     rows = measure(spec, ranks=1)  # one GPU stands in for the busiest rank
     assert [r.batch for r in rows] == [1, 64] and all(r.gemm_us > 0 and r.comm_us is None for r in rows)
+
+
+def test_layouts_in_either_order_and_clear_errors(cli):
+    assert parse_layouts("ep4tp2", 8) == [(2, 4)]
+    r = cli("compare", "--model", "glm-5", "--gpu", "h200", "--gpus", "3")
+    assert r.code == 2 and "layout TP3 for 3 GPUs" in r.err and "--layouts" in r.err
+    r = cli("compare", "--model", "glm-5", "--gpu", "h200", "--gpus", "8", "--layouts", " ")
+    assert r.code == 2 and "empty" in r.err
+
+
+def test_compare_marks_layouts_whose_weights_do_not_fit(cli):
+    rows = cli("compare", "--model", "glm-5", "--gpu", "h200", "--gpus", "8", "--batch", "1", "--json").json()["rows"]
+    assert all(r["weights_memory_share"] > 1 for r in rows)  # bf16 GLM-5 needs more than 8 x 141 GB

@@ -94,7 +94,13 @@ def _with_blocklist(remedy: dict[str, Any], family: Any, failing: list, flashinf
         content = family.blocklist(failing, flashinfer=flashinfer)
     except UsageError as e:  # FlashInfer before 0.7.0 has no blocklist
         return {**remedy, "setting": "", "text": str(e)}
-    return {**remedy, "setting": remedy["setting"] + "\n<file.json>:\n" + content}
+    from tilefit.kernels.flashinfer_cutlass.catalog import latest_version
+
+    version = flashinfer or latest_version()
+    note = (f"tactic ids of FlashInfer {version}" + ("" if flashinfer else " (the newest catalogued)")
+            + ": ids move between versions, so pass --flashinfer with the version the engine has installed")
+    return {**remedy, "text": remedy["text"] + "; " + note,
+            "setting": remedy["setting"] + "\n<file.json>:\n" + content}
 
 
 def _item(v: Any) -> dict[str, Any]:

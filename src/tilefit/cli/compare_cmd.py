@@ -39,19 +39,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-_LAYOUT_RE = re.compile(r"^(?:tp(\d+))?(?:ep(\d+))?$")
+_LAYOUT_RE = re.compile(r"(?:(?:tp|ep)\d+)+")
+_PART_RE = re.compile(r"(tp|ep)(\d+)")
 
 
 def parse_layouts(text: str | None, gpus: int) -> list[tuple[int, int]]:
     """'tp8,ep8,tp2ep4' -> [(8, 1), (1, 8), (2, 4)], each using exactly `gpus` GPUs."""
+    if text is not None and not text.strip():
+        raise UsageError("--layouts is empty: write tpN, epN or tpNepM (e.g. tp8,ep8,tp2ep4)")
     if not text:
         return [(gpus, 1), (1, gpus)] if gpus > 1 else [(1, 1)]
     out = []
     for item in (t.strip().lower() for t in text.split(",") if t.strip()):
-        m = _LAYOUT_RE.match(item)
-        if not m or not (m.group(1) or m.group(2)):
+        parts = dict(_PART_RE.findall(item))
+        if not _LAYOUT_RE.fullmatch(item) or len(parts) != len(_PART_RE.findall(item)):
             raise UsageError(f"bad layout {item!r}: write tpN, epN or tpNepM (e.g. tp8,ep8,tp2ep4)")
-        tp, ep = int(m.group(1) or 1), int(m.group(2) or 1)
+        tp, ep = int(parts.get("tp", 1)), int(parts.get("ep", 1))
+        if tp < 1 or ep < 1:
+            raise UsageError(f"bad layout {item!r}: tp and ep are at least 1")
         if tp * ep != gpus:
             raise UsageError(f"layout {item} uses {tp * ep} GPUs, not --gpus {gpus}")
         if (tp, ep) not in out:
@@ -69,7 +74,14 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
     model, gpu = load_model(args.model), get_gpu(args.gpu)
     link = get_interconnect(args.interconnect) if args.interconnect else default_interconnect(gpu)
     assumptions = Assumptions(ep_comm=args.ep_comm)
-    plans = [plan_layer(model, Layout(tp=tp, ep=ep)) for tp, ep in parse_layouts(args.layouts, args.gpus)]
+    plans = []
+    for tp, ep in parse_layouts(args.layouts, args.gpus):
+        try:
+            plans.append(plan_layer(model, Layout(tp=tp, ep=ep)))
+        except UsageError as e:
+            name = "x".join(f"{k.upper()}{v}" for k, v in (("tp", tp), ("ep", ep)) if v > 1) or "TP1"
+            raise UsageError(f"layout {name} for {args.gpus} GPUs: {e}; "
+                             f"pass --layouts with layouts that fit the model") from None
     measured = _measure(model, plans, args) if args.measure else {}
     rows = []
     for b in args.batch:
@@ -77,7 +89,8 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
         best = min(times, key=lambda t: t.total_us)
         for p, t in zip(plans, times):
             row = {**t.as_dict(), "model_ms": t.total_us * model.moe_layers / 1e3, "winner": t is best,
-                   "slowdown_vs_winner": t.total_us / best.total_us}
+                   "slowdown_vs_winner": t.total_us / best.total_us,
+                   "weights_memory_share": p.memory_share(gpu.memory_bytes)}
             m = measured.get((p.layout.label(), b))
             if m is not None:
                 total = m.gemm_us + (m.comm_us or 0.0)
@@ -86,7 +99,7 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
                                    "gemm_error": t.gemm_us / m.gemm_us - 1}
             rows.append(row)
     return {
-        "model": model.name, "gpu": gpu.key, "gpus": args.gpus,
+        "model": model.name, "gpu": gpu.key, "gpu_name": gpu.name, "gpus": args.gpus,
         "weight_dtype": model.weight_dtype, "compute_dtype": compute_dtype(gpu, model.weight_dtype),
         "moe_layers": model.moe_layers,
         "interconnect": {"key": link.key, "description": link.description, "bandwidth_gbps": link.bandwidth_gbps,
@@ -128,13 +141,14 @@ def _local_gpus() -> int:
 
 def render(d: dict[str, Any]) -> str:
     ic = d["interconnect"]
-    lines = [f"{d['model']} on {d['gpus']} x {d['gpu']} ({d['weight_dtype']} weights, {d['compute_dtype']} "
+    lines = [f"{d['model']} on {d['gpus']} x {d['gpu_name']} ({d['weight_dtype']} weights, {d['compute_dtype']} "
              f"tensor cores), {ic['key']}: predicted time of one MoE layer on the busiest GPU", ""]
     body = []
     has_measured = any("measured" in r for r in d["rows"])
     for r in d["rows"]:
         cells = [r["batch"], r["layout"], f"{r['gemm_us']:.1f}", f"{r['comm_us']:.1f}", f"{r['total_us']:.1f}",
-                 f"{r['model_ms']:.2f}", "winner" if r["winner"] else f"+{(r['slowdown_vs_winner'] - 1) * 100:.0f}%"]
+                 f"{r['model_ms']:.2f}", "winner" if r["winner"] else f"+{(r['slowdown_vs_winner'] - 1) * 100:.0f}%",
+                 f"{r['weights_memory_share']:.0%}" + (" (does not fit)" if r["weights_memory_share"] > 1 else "")]
         if has_measured:
             m = r.get("measured") or {}
             comm = m.get("comm_us")
@@ -142,10 +156,11 @@ def render(d: dict[str, Any]) -> str:
                       f"{comm:.1f}" if comm is not None else "not run",
                       f"{m['gemm_error'] * 100:+.0f}%" if m else "-"]
         body.append(cells)
-    headers = ["batch", "layout", "GEMM us", "comm us", "layer us", f"x{d['moe_layers']} layers ms", "vs best"]
+    headers = ["batch", "layout", "GEMM us", "comm us", "layer us", f"x{d['moe_layers']} layers ms", "vs best",
+               "weights/GPU mem"]
     if has_measured:
         headers += ["measured GEMM us", "measured comm us", "GEMM pred. error"]
-    lines.append(table(headers, body, align="rlrrrrl" + ("rrr" if has_measured else "")))
+    lines.append(table(headers, body, align="rlrrrrll" + ("rrr" if has_measured else "")))
     lines += ["", "assumptions (predicted, not measured):"]
     lines += [f"  - {a}" for a in d["assumptions"]]
     lines.append(f"  - {ic['description']}: {ic['bandwidth_gbps']:g} GB/s bus bandwidth, "
