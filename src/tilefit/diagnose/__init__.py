@@ -25,16 +25,10 @@ __all__ = ["Diagnoser", "Diagnosis", "Explanation", "FailureClass", "diagnose_st
 def resolve_target(gpu: str | None = None, arch: str | None = None) -> tuple[str | None, str | None]:
     """(gpu key, arch name) from --gpu/--arch; unknown names raise UsageError with suggestions.
     No local-GPU fallback: a log usually comes from another machine."""
-    from tilefit.errors import UsageError
-    from tilefit.hw.catalog import get_arch, get_gpu
+    from tilefit.hw.catalog import resolve_target as resolve
 
-    g = get_gpu(gpu) if gpu else None
-    a = get_arch(arch) if arch else None
-    if g is not None and a is not None and g.arch != a:
-        raise UsageError(f"--gpu {gpu} is {g.arch.name}, not {a.name}; give one of --gpu or --arch")
-    if g is not None:
-        return g.key, g.arch.name
-    return None, a.name if a else None
+    g, a = resolve(gpu, arch, required=False, detect_local=False)
+    return (g.key if g else None), (a.name if a else None)
 
 
 class Diagnoser:

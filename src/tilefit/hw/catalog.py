@@ -202,11 +202,10 @@ def _nvml_name() -> str | None:
         return None
 
 
-def resolve_target(gpu: str | None = None, arch: str | None = None, *, required: bool = True
-                   ) -> tuple[GPU | None, Arch | None]:
-    """The (GPU, Arch) a command works against: --gpu, else --arch, else the local GPU.
-
-    With `required`, no target at all is a usage error naming both flags.
+def resolve_target(gpu: str | None = None, arch: str | None = None, *, required: bool = True,
+                   detect_local: bool = True) -> tuple[GPU | None, Arch | None]:
+    """The (GPU, Arch) a command works against: --gpu, else --arch, else (with `detect_local`)
+    the local GPU. With `required`, no target at all is a usage error naming both flags.
     """
     if gpu and arch:
         g = get_gpu(gpu)
@@ -219,7 +218,7 @@ def resolve_target(gpu: str | None = None, arch: str | None = None, *, required:
         return g, g.arch
     if arch:
         return None, get_arch(arch)
-    local = detect_local_gpu()
+    local = detect_local_gpu() if detect_local else None
     if local is not None:
         return local, local.arch
     if required:
