@@ -61,3 +61,19 @@ def test_live_oracle_agrees_with_model(tmp_path, monkeypatch):
     assert [c.oracle_bytes for c in checks] == [102_400, 101_376]
     assert all(c.agrees and c.extra["oracle_stages"] == c.extra["model_stages"] for c in checks)
     assert list((tmp_path / "cutlass").glob("*.json"))  # cached
+
+
+@pytest.mark.slow
+def test_live_oracle_sm100_fp8_no_smem_at_the_limit(tmp_path, monkeypatch):
+    """One SM100 FP8 kernel on the NO_SMEM epilogue, compiled live: exactly 232,448 B, as the table says."""
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    tc = _toolchain_or_skip()
+    if tc.cutlass_version != "4.5.0":
+        pytest.skip(f"headers pin CUTLASS {tc.cutlass_version}; this test compares with the 4.5.0 rows")
+    sm100 = get_arch("sm100")
+    t = FAMILY.parse_config("64x64x128 nosmem", "fp8", sm100)
+    # cluster 1x1, no finalize, no swap-AB, TmaEpi off (NO_SMEM), static cluster
+    assert nvcc_cutlass.probe_line(t, "x").endswith(', 1, 1, false, false, false, false>>("x");')
+    checks = FAMILY.verify([t], sm100, "fp8", flashinfer="0.7.4", flashinfer_data=str(tc.data_dir))
+    assert [(c.model_bytes, c.oracle_bytes) for c in checks] == [(232_448, 232_448)]
+    assert checks[0].extra["oracle_stages"] == checks[0].extra["model_stages"] == 14
