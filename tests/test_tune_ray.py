@@ -44,6 +44,10 @@ def _faulty(**extra):
                          smem_lie=[_label(LIE)], **extra)
 
 
+def _plain(**extra):
+    return TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=7, grid="distinct", **extra)
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """One local Ray instance for the module (start-up costs a few seconds)."""
@@ -203,3 +207,43 @@ def test_cli_ray_needs_gpus_on_the_cluster_and_no_local_pick(cli, cluster, tmp_p
     r = cli(*common, "--target", "fake", "--ray", "--gpus", "0")
     assert r.code == 2 and "--gpus picks local GPUs" in r.err
     assert not (tmp_path / JOURNAL).exists()
+
+
+_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import ray
+from test_tune_ray import _options, _request, _plain
+from tilefit.tune.run import tune
+if __name__ == "__main__":
+    ray.init(address={address!r}, log_to_driver=False, logging_level="ERROR")
+    tune(_request(Path({out!r}), _plain(run_sleep_s=0.02), ray=_options()))
+"""
+
+
+@needs_ray
+def test_sigkill_of_the_driver_then_resume_on_ray(cluster, tmp_path):
+    """The tuner (a Ray driver) SIGKILLed mid-run: the cluster lets its actors go, and a resumed
+    run ends where an uninterrupted local run ends."""
+    import os
+    import subprocess
+    import time
+
+    clean = tune(_request(tmp_path / "clean", _plain()))
+    killed = tmp_path / "killed"
+    code = _CHILD.format(tests=str(Path(__file__).parent), out=str(killed),
+                         address=cluster.get_runtime_context().gcs_address)
+    child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    journal = killed / JOURNAL
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and child.poll() is None:
+        if journal.exists() and journal.read_text().count('"batch": 64') >= 5:
+            break
+        time.sleep(0.05)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    assert journal.exists() and not (killed / "tune_summary.json").exists()
+    resumed = tune(_request(killed, _plain(), resume=True, ray=_options()))
+    assert resumed.resumed_entries > 0
+    assert _outcome(resumed) == _outcome(clean)
