@@ -130,14 +130,14 @@ def test_blocklist_format():
         FAMILY.blocklist([], "0.6.9")
 
 
-def test_sm100_nvfp4_tactics_from_the_oracle_table():
+def test_sm100_nvfp4_tactics():
     """SM100 NVFP4: 21 base configs (1SM/2SM x runtime clusters), 126 tactics; all fit 232,448 B."""
     b200 = get_arch("sm100")
     ts = FAMILY.configs(b200, "nvfp4")
     assert len(ts) == 126 and {t.tile for t in ts} == {(128, 64, 256), (128, 128, 256), (128, 256, 256)}
     for t in ts:
         v = FAMILY.verdict(t, b200, "nvfp4")
-        assert v.status == FITS and v.footprint.source == "table"
+        assert v.status == FITS and v.footprint.source == "model"
     two_sm = FAMILY.parse_config("128x256x256 2sm finalize", "nvfp4", b200)
     assert FAMILY.footprint(two_sm, b200, "nvfp4").stages == 4
     with pytest.raises(UsageError, match="no nvfp4 kernels on sm90"):

@@ -1,4 +1,4 @@
-"""SM100/SM103 FP8 and MXFP8 x MXFP4 tactic lists, their oracle rows, and the CLI on sm100/sm103."""
+"""SM100/SM103 FP8 and MXFP8 x MXFP4 tactic lists, their oracle rows, the derived SM100 model, the CLI."""
 
 from __future__ import annotations
 
@@ -72,7 +72,8 @@ NEW_ROWS = [r for r in calibration.rows() if r["arch"] == "sm100" and r["dtype"]
 
 
 def test_every_new_tactic_has_an_oracle_row():
-    """Each kernel type of every catalogued version was compiled under the CUTLASS its version pins."""
+    """Each kernel type of every catalogued version was compiled under the CUTLASS its version pins, and
+    the derived model gives that row's stages and bytes."""
     assert NEW_ROWS and not [r for r in NEW_ROWS if "error" in r]
     assert {r["cutlass"] for r in NEW_ROWS} == {"4.2.1", "4.4.2", "4.5.0"}
     for version in VERSIONS:
@@ -112,6 +113,21 @@ def test_rows_exactly_at_the_limit_fit(version):
     v = FAMILY.verdict(t, SM100, "fp8", version)
     assert v.footprint.total == SM100.smem_per_block_optin == 232_448
     assert v.status == FITS and v.margin == 0
+
+
+def test_sm100_breakdown_adds_up():
+    """FP8 64x64x128 1SM NO_SMEM under CUTLASS 4.5.0: the builder's arithmetic and the struct's terms."""
+    t = FAMILY.parse_config("64x64x128 nosmem", "fp8", SM100)
+    fp = FAMILY.footprint(t, SM100, "fp8", flashinfer="0.7.4")
+    terms = {x.name: x.bytes for x in fp.terms}
+    assert fp.stages == 14 and terms["A buffers"] == terms["B buffers"] == 14 * 64 * 128
+    # 232,448 - carve-out (accumulator 4 stages, 2 CLC pipelines and responses, 5 x 2 tensormaps, ...)
+    assert "230,280 capacity - 1 epilogue carve-out) // 16,400 per stage = 14 stages" in fp.notes[0]
+    assert fp.total == 232_448 and sum(terms.values()) <= fp.total
+    # Block-scaled: the scale factors are their own term; 2SM halves B but not SFB.
+    t = FAMILY.parse_config("128x256x256 2sm finalize", "nvfp4", SM100)
+    terms = {x.name: x.bytes for x in FAMILY.footprint(t, SM100, "nvfp4", flashinfer="0.7.4").terms}
+    assert terms["B buffers"] == terms["A buffers"] and terms["scale-factor buffers"] > 0
 
 
 def test_parse_nosmem_and_reject_it_with_finalize():

@@ -61,13 +61,16 @@ def _index() -> dict[tuple, dict[str, Any]]:
         key = (r["cutlass"], r["arch"], r["dtype"], tuple(r["tile"][:2]), r["fusion"], r["swap_ab"],
                r.get("epilogue_schedule", "tma"))
         out.setdefault(key, r)
+        out.setdefault(key + (r["cluster"][0],), r)
     return out
 
 
 def epilogue_row(cutlass: str, arch: str, dtype: str, tile: tuple[int, int, int], fusion: str,
-                 swap_ab: bool, epilogue: str = "tma") -> dict[str, Any] | None:
-    """A measured row whose epilogue matches (it depends on tile M/N, fusion, swap-AB and schedule)."""
-    return _index().get((cutlass, arch_family(arch), dtype, tuple(tile[:2]), fusion, swap_ab, epilogue))
+                 swap_ab: bool, epilogue: str = "tma", cluster_m: int | None = None) -> dict[str, Any] | None:
+    """A measured row whose epilogue matches (it depends on tile M/N, fusion, swap-AB and schedule, and
+    on SM100 on 1SM / 2SM: pass `cluster_m`)."""
+    key = (cutlass, arch_family(arch), dtype, tuple(tile[:2]), fusion, swap_ab, epilogue)
+    return _index().get(key if cluster_m is None else key + (cluster_m,))
 
 
 def find(cutlass: str, arch: str, dtype: str, tile: tuple[int, int, int], cluster: tuple[int, int, int],

@@ -100,7 +100,8 @@ class Epilogue:
 
 
 def epilogue(t: Tactic, cutlass: str) -> Epilogue:
-    row = calibration.epilogue_row(cutlass, t.arch, t.dtype, t.tile, t.fusion, t.swap_ab)
+    cluster_m = t.cluster[0] if calibration.arch_family(t.arch) == "sm100" else None  # 1SM / 2SM epilogue
+    row = calibration.epilogue_row(cutlass, t.arch, t.dtype, t.tile, t.fusion, t.swap_ab, t.epilogue, cluster_m)
     if row is None:
         raise UsageError(f"no calibrated epilogue for {t.arch} {t.dtype} {t.label()} with CUTLASS "
                          f"{cutlass}; regenerate with scripts/calibrate_cutlass.py")
@@ -119,7 +120,7 @@ def footprint(t: Tactic, flashinfer: str | None = None) -> SmemFootprint:
     if family == "sm90" and t.dtype in DENSE_BITS:
         return _sm90_dense(t, prof)
     if family == "sm100":
-        return _from_table(t, prof)
+        return _sm100(t, prof)
     raise UsageError(f"no shared-memory model for {t.dtype} on {t.arch} yet")
 
 
@@ -203,26 +204,6 @@ def _kernel(t: Tactic, stages: int, operands: list[tuple[str, int, int]], *, mai
     return SmemFootprint(total=total, terms=tuple(terms), stages=stages, source="model", notes=notes)
 
 
-def _from_table(t: Tactic, prof: Profile) -> SmemFootprint:
-    """SM100 tactics: the oracle's measured SharedStorage (no derived model for the SM100 kernel yet)."""
-    row = calibration.find(prof.cutlass, t.arch, t.dtype, t.tile, t.cluster, t.fusion, t.swap_ab,
-                           t.dynamic_cluster is not None, t.epilogue)
-    if row is None or "error" in row:
-        why = row["error"][:120] if row else "not measured"
-        raise UsageError(f"no calibrated SharedStorage for {t.arch} {t.dtype} {t.label()} with CUTLASS "
-                         f"{prof.cutlass} ({why}); regenerate with scripts/calibrate_cutlass.py")
-    terms = (
-        SmemTerm("mainloop buffers", row["mainloop_tensors"], f"{row['stages']} stages of A, B"
-                 + (", SFA, SFB" if t.dtype in BLOCK_SCALED else "")),
-        SmemTerm("epilogue storage", row["epilogue_tensors"], f"{t.fusion} epilogue, {t.epilogue} schedule"),
-        SmemTerm("pipeline barriers", row["kernel_pipelines"], "mainloop, epilogue, CLC, accumulator"),
-        SmemTerm("tensormaps", row["kernel_tensormaps"], "per tensormap-updater warp"),
-    )
-    return SmemFootprint(total=row["shared_storage"], terms=terms, stages=row["stages"], source="table",
-                         notes=(f"measured by the nvcc oracle with CUTLASS {prof.cutlass} "
-                                f"(calibration.json); SM100 has no derived model yet",))
-
-
 def _ampere(t: Tactic) -> SmemFootprint:
     """SM80-style multistage grouped GEMM (bf16 fallback on sm90): the stages' A and B tiles."""
     m, n, k = t.tile
@@ -233,3 +214,84 @@ def _ampere(t: Tactic) -> SmemFootprint:
     return SmemFootprint(total=s * (a + b), terms=terms, stages=s, source="model",
                          notes=("SM80 multistage mainloop; its epilogue reuses the mainloop's buffers "
                                 "(not checked by the nvcc oracle)",))
+
+
+
+def _sm100(t: Tactic, prof: Profile) -> SmemFootprint:
+    """SM100 grouped kernels: the builder's stage count (sm100_umma_builder.inl, sm100_blockscaled_umma_
+    builder.inl, carve-out of sm100_pipeline_carveout.inl) and sm100_gemm_array_tma_warpspecialized.hpp's
+    SharedStorage. A 2SM MMA gives each CTA of the pair A's M rows and half of B's N rows."""
+    m, n, k = t.tile
+    two_sm = t.cluster[0] == 2
+    n_cta = n // 2 if two_sm else n
+    pair, desc = constant("barrier_pair_bytes"), constant("tma_descriptor_bytes")
+    sched = constant("kernel_scheduler_stages")
+    scaled = t.dtype in BLOCK_SCALED
+    if scaled:  # MXF8F6F4 keeps FP4 in a byte; scale factors in 128-row x 4-column atoms, SFB over all N
+        bits_a, bits_b, vec = BLOCK_SCALED[t.dtype]
+        bits_a, bits_b = (8, 8) if t.dtype == "mxfp8-mxfp4" else (bits_a, bits_b)
+        sf_cols = round_up(k // vec, 4)
+        sfa, sfb = round_up(m, 128) * sf_cols, round_up(n, 128) * sf_cols
+        acc = 1 if n == 256 else 2
+        n_maps = 4  # A, SFA, B, SFB
+        stage_barrier = round_up(pair, prof["sm100_bs_stage_barrier_round"])
+    else:  # TMEM (128 x 512 fp32 columns) over the CTA tile, the MMA_M = 64 case counted twice; cap 4
+        bits_a = bits_b = DENSE_BITS[t.dtype]
+        sfa = sfb = 0
+        acc = min(4, (128 * 512) // (m * n) if (two_sm or m > 64) else (512 // n) * 2)
+        n_maps = 2
+        stage_barrier = pair
+    a, b = m * k * bits_a // 8, n_cta * k * bits_b // 8
+    epi = epilogue(t, prof.cutlass)
+    responses, copies = prof["sm100_clc_responses"], prof["sm100_tensormap_copies"]
+    ready = prof["sm100_tensormap_ready"] * sched * pair
+    # KernelSmemCarveout: accumulator, CLC and throttle pipelines, load order, TMEM dealloc barrier,
+    # CLC responses, TMEM pointers, tensormaps and the tensormap-ready pipeline.
+    carveout = (acc * pair + responses * sched * pair + constant("load_order_barrier_bytes")
+                + constant("cluster_barrier_bytes") + sched * pair
+                + responses * sched * constant("clc_response_bytes") + sched * constant("tmem_ptr_bytes")
+                + copies * n_maps * desc + ready)
+    capacity = BUILDER_CAPACITY["sm100"] - carveout
+    per_stage = a + b + sfa + sfb + stage_barrier
+    stages = (capacity - epi.total) // per_stage
+    notes = (f"builder: ({capacity:,} capacity - {epi.total:,} epilogue carve-out) // {per_stage:,} per "
+             f"stage = {stages} stages",)
+    pipelines = Layout(16)
+    for name, size in (("mainloop", stages * pair), ("epilogue load", epi.pipeline),
+                       ("load order", constant("load_order_barrier_bytes")), ("scheduler", sched * pair),
+                       ("accumulator", acc * pair), ("scheduler throttle", 1),
+                       ("tmem dealloc", constant("cluster_barrier_bytes")), ("tensormap ready", ready)):
+        if size:
+            pipelines.add(name, size, 16)
+    # Async tensormap updates add 2 uint16 to each CLC response.
+    response = responses * sched * (constant("clc_response_bytes") + (4 if responses > 1 else 0))
+    slot = round_up(max(epi.tensormaps, 1), 128) + n_maps * desc  # epilogue's, then the mainloop's
+    mainloop = Layout(128)
+    for name, size in (("A", stages * a), ("B", stages * b), ("SFA", stages * sfa), ("SFB", stages * sfb)):
+        if size:
+            mainloop.add(name, size, 1)
+    tensors = Layout(128)
+    tensors.add("epilogue", max(epi.tensors, 1), epi.align)
+    tensors.add("mainloop", mainloop.total(), 128)
+    kernel = Layout(tensors.align)
+    kernel.add("pipelines", pipelines.total(), 16)
+    kernel.add("scheduler response", response, 16)
+    kernel.add("tmem base ptr", constant("tmem_ptr_bytes"), 4)
+    kernel.add("tensormaps", copies * slot, 128)
+    kernel.add("tensors", tensors.total(), tensors.align)
+    total = kernel.total()
+    terms = [SmemTerm("A buffers", stages * a, f"{stages} stages x {a:,} B"),
+             SmemTerm("B buffers", stages * b,
+                      f"{stages} stages x {b:,} B" + (", half of N (2SM)" if two_sm else ""))]
+    if scaled:
+        terms.append(SmemTerm("scale-factor buffers", stages * (sfa + sfb),
+                              f"{stages} stages x ({sfa:,} SFA + {sfb:,} SFB) B"))
+    terms += [
+        SmemTerm("epilogue storage", epi.tensors, f"{t.fusion} epilogue, {t.epilogue} schedule"),
+        SmemTerm("pipeline barriers", pipelines.total(),
+                 f"mainloop {stages} + accumulator {acc} stages, scheduler, throttle, load order, TMEM"),
+        SmemTerm("scheduler response", response, f"{responses} x {sched} CLC responses"),
+        SmemTerm("tensormaps", copies * slot, f"{copies} x (epilogue + {n_maps} mainloop TMA descriptors)"),
+    ]
+    notes += (f"SharedStorage rounded to alignas({kernel.align}): {kernel.size:,} -> {total:,} B",)
+    return SmemFootprint(total=total, terms=tuple(terms), stages=stages, source="model", notes=notes)
