@@ -8,6 +8,7 @@ model under `text_config`; DBRX keeps its MoE fields under `ffn_config`. Quantiz
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,8 @@ def _first(cfg: dict[str, Any], fields: tuple[str, ...]) -> tuple[str, Any] | tu
 
 
 def _positive_int(where: str, field: str, value: Any, *, maximum: int = MAX_DIM) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
         raise UsageError(f"{where}: {field} = {value!r} is not an integer")
     if not 0 < value <= maximum:
         raise UsageError(f"{where}: {field} = {value} is out of range (expected 1..{maximum:,})")
@@ -109,7 +111,8 @@ def _count_field(lm: dict[str, Any], field: str, where: str, *, minimum: int = 0
     v = lm.get(field)
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or not minimum <= v <= 100_000:
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v))
+            or v != int(v) or not minimum <= v <= 100_000):
         raise UsageError(f"{where}: {field} = {v!r} is not an integer in {minimum}..100000")
     return int(v)
 
