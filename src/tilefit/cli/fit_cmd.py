@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{family.name} has no kernels for {arch.name}")
     dtype = args.dtype or supported[0]
     if dtype not in supported:
+        family.configs(arch, dtype)  # a family that knows why (e.g. not catalogued) raises its reason
         raise UsageError(f"{family.name} does not support dtype {dtype!r} on {arch.name}; "
                          f"choose from {', '.join(supported)}")
     options = _options(args)
