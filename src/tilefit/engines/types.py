@@ -6,11 +6,11 @@ rule was verified, so a caller can tell "verified for your version" from "assume
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilefit.errors import UsageError
+from tilefit.versions import parse_version as _parse_version
 
 ENGINES: tuple[str, ...] = ("sglang", "vllm", "trtllm")
 FAMILIES: tuple[str, ...] = ("triton-moe", "flashinfer-cutlass")
@@ -57,15 +57,9 @@ class VersionRange:
         return f">= {self.low}, < {self.high}"
 
 
-_VERSION_RE = re.compile(r"^v?(\d+(?:\.\d+)*)")
-
-
-def parse_version(version: str) -> tuple[int, ...]:
+def parse_version(version: str) -> tuple[int, int, int]:
     """'0.5.15.post1' -> (0, 5, 15); a string with no leading number is a UsageError."""
-    m = _VERSION_RE.match(str(version).strip())
-    if not m:
-        raise UsageError(f"bad engine version {version!r}; write it like 0.5.23 or 0.33.0")
-    return tuple(int(p) for p in m.group(1).split("."))
+    return _parse_version(version, "engine version", "0.5.23 or 0.33.0")
 
 
 @dataclass(frozen=True, slots=True)

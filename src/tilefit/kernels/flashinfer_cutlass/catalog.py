@@ -8,13 +8,13 @@ bytes to elements of the activation type.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
 from tilefit._toml import load_package_toml
 from tilefit.errors import UsageError
+from tilefit.versions import parse_version as _parse_version
 
 PACKAGE = "tilefit.kernels.flashinfer_cutlass"
 
@@ -107,12 +107,9 @@ class TacticList:
         return self.min <= version and (self.max is None or version < self.max)
 
 
-def parse_version(text: str) -> tuple[int, ...]:
+def parse_version(text: str) -> tuple[int, int, int]:
     """'0.6.8.post1' -> (0, 6, 8); suffixes (post/rc/dev) do not change the tactic lists we read."""
-    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", text or "")
-    if not m:
-        raise UsageError(f"bad FlashInfer version {text!r}; write it as X.Y.Z, e.g. --flashinfer 0.7.4")
-    return tuple(int(g or 0) for g in m.groups())
+    return _parse_version(text, "FlashInfer version", "0.7.4 (--flashinfer X.Y.Z)")
 
 
 def _shape(text: str) -> tuple[int, int, int]:

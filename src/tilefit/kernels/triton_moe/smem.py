@@ -24,6 +24,7 @@ from typing import Any
 
 from tilefit._io import write_json_atomic as _write_json_atomic
 from tilefit.hw.catalog import Arch
+from tilefit.versions import parse_version
 from tilefit.kernels.base import SmemFootprint, SmemTerm
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
@@ -135,10 +136,6 @@ def check_against_table(table: dict[str, Any], calib: dict[str, Any]) -> list[st
 # The model
 
 
-def _version_tuple(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v)[:3])
-
-
 @lru_cache(maxsize=1)
 def _available() -> dict[tuple[int, ...], str]:
     data = resources.files("tilefit.kernels.triton_moe") / "data"
@@ -165,7 +162,8 @@ def load_calibration(version: str | None = None) -> dict[str, Any]:
     avail = _available()
     if not avail:
         raise FileNotFoundError("no triton-moe calibration tables shipped; run scripts/calibrate_triton.py")
-    want = _version_tuple(version or _installed_triton() or "")
+    text = version or _installed_triton()
+    want = parse_version(text, "Triton version", "3.6.0") if text else ()
     pick = want if want in avail else max(avail)
     data = resources.files("tilefit.kernels.triton_moe") / "data" / avail[pick]
     calib = json.loads(data.read_text())
