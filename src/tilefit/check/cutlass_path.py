@@ -64,7 +64,8 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
         details = [f"per-GPU GEMMs under {plan.layout.label()}: {shapes}; these tactics fail under any "
                    f"layout (a tactic's shared memory does not depend on N)",
                    f"{'fatal' if fatal_info.fatal else 'not fatal'}: {fatal_info.why}",
-                   f"log line to expect: {fatal_info.log_line}",
+                   "log line to expect: " + fatal_info.log_line.replace(
+                       "{gemm}", "/".join(sorted({v.config.gemm for v in failing}))),
                    "extra warmup time per failed tactic: not known (nothing published measures it)"]
         details += [f"{v.config.label()}: {v.reason}" for v in over + nodisp]
         fix = [_with_blocklist(r.as_dict(), family, failing, req.flashinfer)
