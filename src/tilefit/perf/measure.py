@@ -103,7 +103,7 @@ def _layer_fn(spec: MeasureSpec, rank: int, device: Any) -> Any:
         c2 = FAMILY.default_config(arch, "bf16", M=b, E=spec.experts, N=spec.hidden, K=i_tp, topk=spec.top_k)
         if c2.block_m != c1.block_m:
             c2 = type(c2)(c1.block_m, c2.block_n, c2.block_k, c2.group_m, c2.num_warps, c2.num_stages)
-        return fused_moe(x, w1, w2, w, local_ids(ids), c1, c2)
+        return fused_moe(x, w1, w2, w, local_ids(ids), c1, c2, expert_parallel=spec.ep > 1)
     return run
 
 

@@ -89,8 +89,13 @@ def silu_and_mul(x: Any, out: Any = None) -> Any:
 
 
 def fused_moe(x: Any, w1: Any, w2: Any, topk_weights: Any, topk_ids: Any, config1: MoEConfig,
-              config2: MoEConfig | None = None, *, w1_scale: Any = None, w2_scale: Any = None) -> Any:
-    """The MoE layer's expert part: [T, H] -> [T, H] (fp8 when w1_scale/w2_scale are given)."""
+              config2: MoEConfig | None = None, *, w1_scale: Any = None, w2_scale: Any = None,
+              expert_parallel: bool = False) -> Any:
+    """The MoE layer's expert part: [T, H] -> [T, H] (fp8 when w1_scale/w2_scale are given).
+
+    With `expert_parallel`, topk_ids may hold -1 for assignments to other ranks' experts: those
+    rows are never computed and contribute zero to the top-k sum (the caller all-reduces).
+    """
     import torch
 
     config2 = config2 or config1
@@ -110,7 +115,10 @@ def fused_moe(x: Any, w1: Any, w2: Any, topk_weights: Any, topk_ids: Any, config
     grouped_gemm(a2, w2, h2, align2, config2, a_rows_per_token=1,
                  topk_weights=topk_weights.reshape(-1).to(torch.float32), a_scale=a2_scale,
                  b_scale=w2_scale)
-    return h2.view(t, topk, -1).sum(dim=1, dtype=torch.float32).to(out_dtype)
+    rows = h2.view(t, topk, -1)
+    if expert_parallel:  # other ranks' rows were never written: keep their garbage out of the sum
+        rows = torch.where((topk_ids >= 0)[..., None], rows, torch.zeros((), dtype=rows.dtype, device=rows.device))
+    return rows.sum(dim=1, dtype=torch.float32).to(out_dtype)
 
 
 def quantize_fp8_groups(x: Any, group: int = FP8_BLOCK) -> tuple[Any, Any]:
