@@ -84,10 +84,10 @@ def test_run_goes_on_through_faults_and_reports_model_bugs(tmp_path):
     assert row.config is not None and row.time_us > 0
     assert row.failures.get("compile-failed") == 1 and row.failures.get("timeout") == 1
     assert row.failures.get("crashed") == 1 and row.failures.get("launch-failed") == 1
-    assert [b["config"] for b in report.model_bugs] == [LIE.as_dict()]
+    assert [b.config for b in report.model_bugs] == [LIE]
     assert row.trials == row.space - row.prefiltered
     stored = json.loads(Path(report.files[0]).read_text())
-    assert stored["gemm1"]["64"] == row.config_dict
+    assert MoEConfig.from_dict(stored["gemm1"]["64"]) == row.config
 
 
 _CHILD = """
@@ -126,9 +126,9 @@ def test_down_rule_and_tiny_budget(tmp_path):
     spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=2, grid="distinct",
                          down_same_block_m=True)
     report = tune(_request(tmp_path / "down", spec=spec, batches=(1, 16, 256)))
-    by = {(r.job, r.batch): r.config_dict for r in report.rows}
+    by = {(r.job, r.batch): r.config for r in report.rows}
     for b in (1, 16, 256):
-        assert by[("gemm2", b)]["BLOCK_SIZE_M"] == by[("gemm1", b)]["BLOCK_SIZE_M"]
+        assert by[("gemm2", b)].block_m == by[("gemm1", b)].block_m
     tiny = tune(_request(tmp_path / "tiny", spec=spec, budget_minutes=1e-6))
     assert all(r.config is not None and r.trials == 1 for r in tiny.rows)
 

@@ -7,14 +7,14 @@ import json
 import pytest
 
 from tilefit.errors import UsageError
+from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune.journal import Journal, read_entries
 from tilefit.tune.results import (CompileFailed, Crashed, DoesNotFit, LaunchFailed, Ok, Timeout,
                                   describe, from_json, parse_out_of_resources, to_json)
 
 ALL = [Ok(12.5), DoesNotFit("shared memory", 245760, 232448), CompileFailed("PassManager::run failed"),
        LaunchFailed("illegal memory access"), Timeout(5.0, "compile"), Crashed(11, None, "run")]
-CFG = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1,
-       "num_warps": 4, "num_stages": 3}
+CFG = MoEConfig(16, 32, 64, 1, 4, 3)
 
 
 @pytest.mark.parametrize("result", ALL)
@@ -43,13 +43,63 @@ def test_resume_reads_back_and_tolerates_torn_line(tmp_path):
     with Journal(path, resume=True, context={}) as j:
         assert j.resumed == len(ALL) + 1
         for i, r in enumerate(ALL):
-            assert j.lookup("fake", "s", i, dict(reversed(list(CFG.items())))) == r
+            assert j.lookup("fake", "s", i, MoEConfig(16, 32, 64, 1, 4, 3)) == r
         assert j.lookup("fake", "s", 99, CFG) is None
         j.record("fake", "s", 99, CFG, Ok(1.0))
     # The torn tail was cut before appending: every line parses.
     entries = list(read_entries(path))
     assert len(entries) == len(ALL) + 2 and entries[-1].result == Ok(1.0)
     assert all(json.loads(line)["gpu"] for line in path.read_text().splitlines()[:3])
+
+
+# A line exactly as journals written before configs became MoEConfig values look (keys in the
+# engines' order or not, values as JSON ints), with a compile line (batch null).
+OLD_LINES = [
+    '{"v": 1, "target": "fake", "shape": "gemm1:E=32/256,H=6144,I=2048,k=8,bf16", "batch": null, '
+    '"config": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 16, '
+    '"num_warps": 4, "num_stages": 3}, "result": {"kind": "ok", "time_us": 0.0}, "t": 1700000000.0, '
+    '"versions": {"tilefit": "0.1.0"}, "gpu": "NVIDIA H200"}',
+    '{"v": 1, "target": "fake", "shape": "gemm1:E=32/256,H=6144,I=2048,k=8,bf16", "batch": 64, '
+    '"config": {"num_stages": 3, "num_warps": 4, "GROUP_SIZE_M": 16, "BLOCK_SIZE_K": 64, '
+    '"BLOCK_SIZE_N": 128, "BLOCK_SIZE_M": 64}, "result": {"kind": "ok", "time_us": 41.25}, '
+    '"t": 1700000001.0, "versions": {"tilefit": "0.1.0"}, "gpu": "NVIDIA H200"}',
+]
+
+
+def test_journal_written_before_moeconfig_still_resumes(tmp_path):
+    path = tmp_path / "j.jsonl"
+    path.write_text("\n".join(OLD_LINES) + "\n")
+    cfg = MoEConfig(64, 128, 64, 16, 4, 3)
+    shape = "gemm1:E=32/256,H=6144,I=2048,k=8,bf16"
+    assert [e.config for e in read_entries(path)] == [cfg, cfg]
+    with Journal(path, resume=True, context={}) as j:
+        assert j.resumed == 2
+        assert j.lookup("fake", shape, 64, cfg) == Ok(41.25)
+        assert j.lookup("fake", shape, None, cfg) == Ok(0.0)
+        assert j.lookup("fake", shape, 64, MoEConfig(64, 128, 64, 16, 4, 4)) is None
+        j.record("fake", shape, 1, cfg, Ok(9.5))
+    new = json.loads(path.read_text().splitlines()[-1])
+    assert new["config"] == cfg.as_dict() and new["v"] == 1  # the format did not change
+
+
+def test_line_whose_config_lacks_a_key_is_usage_error(tmp_path):
+    path = tmp_path / "j.jsonl"
+    bad = json.loads(OLD_LINES[1])
+    del bad["config"]["num_stages"]
+    path.write_text(json.dumps(bad) + "\n" + OLD_LINES[0] + "\n")
+    with pytest.raises(UsageError, match="line 1"):
+        Journal(path, resume=True, context={})
+
+
+def test_store_lookup_gives_the_nearest_config(tmp_path):
+    from tilefit.tune.store import lookup, write_tilefit_store
+    from tilefit.tune.targets.base import TuneShape
+
+    small, large = MoEConfig(16, 64, 64, 1, 4, 3), MoEConfig(128, 128, 64, 16, 8, 4)
+    layer = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+    path = write_tilefit_store(tmp_path, "tilefit", layer, "NVIDIA H200",
+                               {"gemm1": {1: small, 256: large}}, {"tilefit": "0"})
+    assert lookup(path, "gemm1", 2) == small and lookup(path, "gemm1", 200) == large
 
 
 def test_bad_middle_line_is_usage_error(tmp_path):

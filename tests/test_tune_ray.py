@@ -117,11 +117,10 @@ def test_crashing_configs_are_recorded_like_local(cluster, tmp_path):
     assert row.config is not None and row.failures == {"compile-failed": 1, "timeout": 1,
                                                        "crashed": 1, "launch-failed": 1,
                                                        "does-not-fit": 1}
-    assert [b["config"] for b in remote.model_bugs] == [LIE.as_dict()]
+    assert [b.config for b in remote.model_bugs] == [LIE]
     journal = _journal(tmp_path / "ray")
     assert journal == _journal(tmp_path / "local")
-    compiled = {dict(key[3])["num_warps"]: r for key, r in journal
-                if key[2] is None and dict(key[3]) == SEGV.as_dict()}
+    compiled = {key[3].num_warps: r for key, r in journal if key[2] is None and key[3] == SEGV}
     assert compiled == {SEGV.num_warps: Crashed(signal.SIGSEGV, None, "compile")}
     assert remote.worker_restarts >= 3  # after the hang, the segfault and the poisoned context
 

@@ -261,10 +261,11 @@ class _Progress:
 
 def render(report: Any) -> str:
     from tilefit.cli.output import table
+    from tilefit.tune.results import describe
 
     rows = []
     for r in report.rows:
-        rows.append([r.job, r.batch, r.config or "-", r.time_us, r.pct_of_floor, r.default_us,
+        rows.append([r.job, r.batch, r.config.label() if r.config else "-", r.time_us, r.pct_of_floor, r.default_us,
                      r.speedup, r.trials, r.exhaustive_us])
     lines = [table(["gemm", "batch", "config", "time us", "% of floor", "default us", "speedup",
                     "trials", "exhaustive us"], rows)]
@@ -274,8 +275,8 @@ def render(report: Any) -> str:
     for f in report.files:
         lines.append(f"wrote {f}")
     for bug in report.model_bugs:
-        lines.append(f"SMEM MODEL BUG: {bug['config']} passed the prefilter but failed at launch: "
-                     f"{bug['result']}")
+        lines.append(f"SMEM MODEL BUG: {bug.config.label()} ({bug.shape}) passed the prefilter "
+                     f"but failed at launch: {describe(bug.result)}")
     return "\n".join(lines)
 
 

@@ -1,7 +1,7 @@
 """The tuning journal: one JSON line per measurement, flushed and fsynced as it is made.
 
 A line holds target, shape, batch (null for a compile result, which holds for every batch),
-config, result, the time it was written ("t", Unix seconds), versions and GPU. `Journal.open(path, resume=True)` reads earlier lines back
+config (the engines' six keys; a `MoEConfig` everywhere but on disk), result, the time it was written ("t", Unix seconds), versions and GPU. `Journal.open(path, resume=True)` reads earlier lines back
 (a torn last line from a SIGKILL is dropped) so a resumed run skips what is already measured,
 and the same file doubles as a recorded landscape for the replay target.
 """
@@ -18,13 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from tilefit.errors import UsageError
+from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune.results import Result, from_json, to_json
 
 FORMAT = 1
-
-
-def config_key(config_dict: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple(sorted((k, int(v)) for k, v in config_dict.items()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,12 +29,12 @@ class Entry:
     target: str
     shape: str  # TuneShape.key()
     batch: int | None  # None: a compile result
-    config: dict[str, int]
+    config: MoEConfig
     result: Result
 
     @property
     def key(self) -> tuple[Any, ...]:
-        return (self.target, self.shape, self.batch, config_key(self.config))
+        return (self.target, self.shape, self.batch, self.config)
 
 
 def read_entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
@@ -52,9 +49,9 @@ def read_entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
             continue
         try:
             d = json.loads(raw)
-            yield Entry(d["target"], d["shape"], d["batch"], dict(d["config"]),
+            yield Entry(d["target"], d["shape"], d["batch"], MoEConfig.from_dict(d["config"]),
                         from_json(d["result"]))
-        except (ValueError, KeyError, TypeError) as e:
+        except (ValueError, KeyError, TypeError, UsageError) as e:
             if n == len(lines):
                 return  # no newline after it: the line a kill cut short
             raise UsageError(f"journal {p} line {n} is not a tilefit journal entry ({e}); "
@@ -94,14 +91,14 @@ class Journal:
                 f.truncate(data.rfind(b"\n") + 1)
 
     def lookup(self, target: str, shape: str, batch: int | None,
-               config: Mapping[str, Any]) -> Result | None:
+               config: MoEConfig) -> Result | None:
         with self._lock:
-            return self._known.get((target, shape, batch, config_key(config)))
+            return self._known.get((target, shape, batch, config))
 
-    def record(self, target: str, shape: str, batch: int | None, config: Mapping[str, Any],
+    def record(self, target: str, shape: str, batch: int | None, config: MoEConfig,
                result: Result) -> None:
         line = {"v": FORMAT, "target": target, "shape": shape, "batch": batch,
-                "config": {k: int(v) for k, v in config.items()}, "result": to_json(result),
+                "config": config.as_dict(), "result": to_json(result),
                 "t": round(time.time(), 3), **self.context}
         data = (json.dumps(line, sort_keys=False) + "\n").encode()
         with self._lock:
@@ -109,7 +106,7 @@ class Journal:
             self._file.flush()
             if self.sync:
                 os.fsync(self._file.fileno())
-            self._known[(target, shape, batch, config_key(config))] = result
+            self._known[(target, shape, batch, config)] = result
 
     def close(self) -> None:
         with self._lock:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune import perfmodel
 from tilefit.tune.config_files import write_json_atomic
 from tilefit.tune.journal import Journal
@@ -53,13 +54,24 @@ class TuneRequest:
     ray: Any = None  # a ray_executor.RayOptions: the same requests on a Ray cluster, not here
 
 
+@dataclass(frozen=True, slots=True)
+class ModelBug:
+    """A config the SMEM model let through that failed for shared memory at launch."""
+
+    shape: str
+    config: MoEConfig
+    result: Result
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"shape": self.shape, "config": self.config.as_dict(), "result": to_json(self.result)}
+
+
 @dataclass
 class Row:
     shape: str
     job: str
     batch: int
-    config: str | None
-    config_dict: dict[str, int] | None
+    config: MoEConfig | None  # the pick; None when nothing ran
     time_us: float | None
     floor_us: float
     default_us: float | None
@@ -81,7 +93,10 @@ class Row:
         return None if not (self.time_us and self.default_us) else self.default_us / self.time_us
 
     def as_dict(self) -> dict[str, Any]:
+        """JSON: the config as its label ("config") and as the engines' keys ("config_dict")."""
         d = dict(self.__dict__)
+        d["config"] = self.config.label() if self.config else None
+        d["config_dict"] = self.config.as_dict() if self.config else None
         d["pct_of_floor"] = self.pct_of_floor
         d["speedup_over_default"] = self.speedup
         return d
@@ -91,14 +106,14 @@ class Row:
 class TuneReport:
     rows: list[Row]
     files: list[str]
-    model_bugs: list[dict[str, Any]]
+    model_bugs: list[ModelBug]
     wall_s: float
     resumed_entries: int
     worker_restarts: int
 
     def as_dict(self) -> dict[str, Any]:
         return {"rows": [r.as_dict() for r in self.rows], "files": self.files,
-                "model_bugs": self.model_bugs, "wall_s": self.wall_s,
+                "model_bugs": [b.as_dict() for b in self.model_bugs], "wall_s": self.wall_s,
                 "resumed_entries": self.resumed_entries, "worker_restarts": self.worker_restarts}
 
 
@@ -115,7 +130,7 @@ class _Evaluator:
     compile is done instead of after the slowest of the chunk."""
 
     def __init__(self, name: str, target: Any, journal: Journal, compile_pool: WorkerPool,
-                 bench_pool: WorkerPool, model_bugs: list[dict[str, Any]], progress: Progress):
+                 bench_pool: WorkerPool, model_bugs: list[ModelBug], progress: Progress):
         self.name, self.target, self.journal = name, target, journal
         self.compile_pool, self.bench_pool = compile_pool, bench_pool
         self.model_bugs, self.progress = model_bugs, progress
@@ -125,26 +140,26 @@ class _Evaluator:
     def close(self) -> None:
         self._lanes.shutdown(wait=True)
 
-    def _one(self, shape: TuneShape, batch: int, config: Any) -> Result:
-        key, cfg = shape.key(), config.as_dict()
-        done = self.journal.lookup(self.name, key, batch, cfg)
+    def _one(self, shape: TuneShape, batch: int, config: MoEConfig) -> Result:
+        key = shape.key()
+        done = self.journal.lookup(self.name, key, batch, config)
         if done is not None:
             return done
         misfit = self.target.fit_reason(config, shape)
         if misfit is not None:
-            self.journal.record(self.name, key, batch, cfg, misfit)
+            self.journal.record(self.name, key, batch, config, misfit)
             return misfit
-        compiled = self.journal.lookup(self.name, key, None, cfg)
+        compiled = self.journal.lookup(self.name, key, None, config)
         if compiled is None:
             reply = self.compile_pool.call("compile", config, shape, None)
             compiled = Ok(0.0) if reply is None else reply
-            self.journal.record(self.name, key, None, cfg, compiled)
+            self.journal.record(self.name, key, None, config, compiled)
         if not isinstance(compiled, Ok):
             return compiled
         r = self.bench_pool.call("run", config, shape, batch)
-        self.journal.record(self.name, key, batch, cfg, r)
+        self.journal.record(self.name, key, batch, config, r)
         if isinstance(r, DoesNotFit):
-            self.model_bugs.append({"shape": key, "config": cfg, "result": to_json(r)})
+            self.model_bugs.append(ModelBug(key, config, r))
         self.progress("measured", {"config": config.label(), "result": describe(r)})
         return r
 
@@ -213,7 +228,7 @@ class _Run:
         # landscapes (chunk 16: 2 of 108 searches beyond 2%; chunk 8: none).
         self.options = make_options(self.strategy, req.options)
         self.gpu = get_gpu(req.gpu)
-        self.model_bugs: list[dict[str, Any]] = []
+        self.model_bugs: list[ModelBug] = []
         self.rows: list[Row] = []
         self.files: list[str] = []
         self.tried: dict[str, set[Any]] = {}
@@ -276,8 +291,7 @@ class _Run:
         for _, r in result.measured:
             if not isinstance(r, Ok):
                 failures[r.kind] = failures.get(r.kind, 0) + 1
-        row = Row(shape.key(), shape.gemm, batch, best.label() if best else None,
-                  best.as_dict() if best else None,
+        row = Row(shape.key(), shape.gemm, batch, best,
                   time_of(result_of(result.measured, best)) if best else None,
                   perfmodel.floor_us(shape, batch, dev),
                   default_r.time_us if isinstance(default_r, Ok) else None,
@@ -306,12 +320,12 @@ def _checked_best(ranked: list[tuple[Any, Result]], shape: TuneShape, batch: int
         if not isinstance(r, Ok):
             return None
         key = f"check:{shape.key()}"
-        known = journal.lookup(name, key, batch, config.as_dict())
+        known = journal.lookup(name, key, batch, config)
         if known is None:
             reply = bench_pool.map("check", [(config, shape, batch)])[0]
             known = Ok(0.0) if reply is None else (
                 LaunchFailed(f"wrong result: {reply}") if isinstance(reply, str) else reply)
-            journal.record(name, key, batch, config.as_dict(), known)
+            journal.record(name, key, batch, config, known)
         if isinstance(known, Ok):
             return config
     return None

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tilefit.errors import UsageError
+from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune.config_files import config_content, nearest_batch, write_json_atomic
 from tilefit.tune.targets.base import TuneShape
 
@@ -26,7 +27,7 @@ def store_name(target: str, shape: TuneShape, device_name: str) -> str:
 
 
 def write_tilefit_store(out_dir: str | os.PathLike[str], target: str, shape: TuneShape,
-                        device_name: str, winners: dict[str, dict[int, Any]],
+                        device_name: str, winners: dict[str, dict[int, MoEConfig]],
                         versions: dict[str, str]) -> Path:
     data: dict[str, Any] = {"format": FORMAT, "target": target,
                             "shape": {k: v for k, v in shape.as_dict().items() if k != "gemm"},
@@ -36,7 +37,7 @@ def write_tilefit_store(out_dir: str | os.PathLike[str], target: str, shape: Tun
     return write_json_atomic(Path(out_dir) / store_name(target, shape, device_name), data)
 
 
-def lookup(path: str | os.PathLike[str], job: str, batch: int) -> dict[str, int]:
+def lookup(path: str | os.PathLike[str], job: str, batch: int) -> MoEConfig:
     """The stored config for `job` nearest to `batch`."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -46,4 +47,4 @@ def lookup(path: str | os.PathLike[str], job: str, batch: int) -> dict[str, int]
     if not table:
         raise UsageError(f"{path} has no configs for {job}")
     keys = [int(k) for k in table]
-    return dict(table[str(nearest_batch(keys, batch))])
+    return MoEConfig.from_dict(table[str(nearest_batch(keys, batch))])

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tilefit.tune.journal import config_key, read_entries
+from tilefit.tune.journal import read_entries
 from tilefit.tune.results import DoesNotFit, Ok, Result
 from tilefit.tune.targets.base import TuneShape
 
@@ -26,21 +26,21 @@ class ReplayTarget:
         self.path = str(path)
         self.jobs = tuple(jobs)
         self._runs: dict[tuple[Any, ...], Result] = {}
-        self._configs: dict[str, list[dict[str, int]]] = {}
+        self._configs: dict[str, list[Any]] = {}  # shape key -> MoEConfigs in recorded order
         for e in read_entries(self.path):
             if recorded_target and e.target != recorded_target:
                 continue
             if e.batch is not None:
-                k = (e.shape, e.batch, config_key(e.config))
+                k = (e.shape, e.batch, e.config)
                 if k not in self._runs:
                     self._configs.setdefault(e.shape, []).append(e.config)
                 self._runs[k] = e.result
 
     def recorded(self, shape: TuneShape, batch: int, config: Any) -> Result | None:
-        return self._runs.get((shape.key(), batch, config_key(config.as_dict())))
+        return self._runs.get((shape.key(), batch, config))
 
     def space(self, shape: TuneShape) -> list[Any]:
-        return sorted({self.config_from_dict(c) for c in self._configs.get(shape.key(), [])})
+        return sorted(set(self._configs.get(shape.key(), [])))
 
     def config_from_dict(self, data: dict[str, Any]) -> Any:
         from tilefit.kernels.triton_moe.config import MoEConfig
@@ -99,6 +99,6 @@ def record(target: Any, shapes: list[TuneShape], batches: list[int], path: str |
                 if target.fit_reason(config, shape) is not None:
                     continue
                 for b in batches:
-                    j.record(target_name or target.name, shape.key(), b, config.as_dict(),
+                    j.record(target_name or target.name, shape.key(), b, config,
                              Ok(target.run(config, shape, b)))
     return Path(path)
