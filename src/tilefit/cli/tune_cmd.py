@@ -89,6 +89,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds before a compile is killed (default: %(default)s)")
     p.add_argument("--run-timeout", type=_positive_float, default=120.0, metavar="S",
                    help="seconds before a timing run is killed (default: %(default)s)")
+    p.add_argument("--mem-bandwidth", type=_positive_float, metavar="GB/S",
+                   help="the GPU's memory bandwidth, for a GPU not in tilefit's catalog (default: "
+                        "estimated from the memory clock and bus width the device reports)")
+    p.add_argument("--peak-tflops", type=_positive_float, metavar="TFLOPS",
+                   help="the GPU's dense tensor-core TFLOP/s for the tuned dtype, for a GPU not in "
+                        "tilefit's catalog (default: a catalogued GPU of its arch scaled by SM count)")
     p.add_argument("--gpu", help=argparse.SUPPRESS)  # catalog GPU for fake/replay runs
     p.add_argument("--replay", metavar="FILE", help=argparse.SUPPRESS)
     add_json_arg(p)
@@ -135,6 +141,7 @@ def build_request(args: argparse.Namespace) -> Any:
     from tilefit.hw.catalog import get_gpu
     from tilefit.layout import Layout, plan_layer
     from tilefit.models import load_model
+    from tilefit.tune.device import resolve_device
     from tilefit.tune.run import TuneRequest
     from tilefit.tune.strategies import get_strategy, make_options, parse_option_text
     from tilefit.tune.targets.base import TargetSpec, TuneShape
@@ -167,6 +174,7 @@ def build_request(args: argparse.Namespace) -> Any:
                          f"{model.name} stores {weights} weights: pass --dtype bf16 to tune the bf16 kernel")
     shape = TuneShape("gemm1", plan.local_experts, model.hidden_size, model.expert_width // args.tp,
                       model.top_k, dtype, model.num_experts)
+    figures = None
     if target in CPU_TARGETS:
         gpu = get_gpu(args.gpu or "h200")
         devices: tuple[int | None, ...] = (None,)
@@ -190,8 +198,12 @@ def build_request(args: argparse.Namespace) -> Any:
         if bad:
             raise UsageError(f"--gpus {','.join(map(str, bad))}: this machine has GPUs "
                              f"{','.join(map(str, found))}")
-        gpu = get_gpu(device_name)
+        figures = resolve_device(device_name, dtype, devices[0] or 0,
+                                 bandwidth_gbps=args.mem_bandwidth, peak_tflops=args.peak_tflops)
+        gpu = figures.gpu
     kwargs: dict[str, Any] = {"gpu": gpu.key}
+    if figures is not None and not figures.from_catalog:
+        kwargs["arch"] = gpu.arch.name  # the target's SMEM limits; no catalog entry to look up
     if target == "replay":
         if not Path(args.replay).is_file():
             raise UsageError(f"--replay {args.replay}: no such file (give a tilefit tune journal)")
@@ -202,7 +214,7 @@ def build_request(args: argparse.Namespace) -> Any:
         budget_minutes=args.budget, trials=args.trials, resume=args.resume,
         compile_workers=args.compile_workers or default_compile_workers(), devices=devices,
         compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
-        exhaustive_at=tuple(args.exhaustive_at), ray=ray)
+        exhaustive_at=tuple(args.exhaustive_at), ray=ray, figures=figures)
 
 
 def _ray_options(args: argparse.Namespace, target: str) -> Any:
@@ -274,6 +286,8 @@ def render(report: Any) -> str:
                  f"{report.resumed_entries} journal entries resumed")
     for f in report.files:
         lines.append(f"wrote {f}")
+    if report.figures is not None:
+        lines += report.figures.lines()
     for bug in report.model_bugs:
         lines.append(f"SMEM MODEL BUG: {bug.config.label()} ({bug.shape}) passed the prefilter "
                      f"but failed at launch: {describe(bug.result)}")
@@ -285,6 +299,9 @@ def run(args: argparse.Namespace) -> int:
     from tilefit.tune.run import tune
 
     req = build_request(args)
+    if req.figures is not None:
+        for line in req.figures.lines():
+            print(f"tilefit: note: {line}", file=sys.stderr, flush=True)
     progress = _Progress(args.json)
     try:
         report = tune(req, progress)

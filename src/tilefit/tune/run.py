@@ -21,6 +21,7 @@ from typing import Any
 from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune import perfmodel
 from tilefit.tune.config_files import write_json_atomic
+from tilefit.tune.device import DeviceFigures
 from tilefit.tune.journal import Journal
 from tilefit.tune.results import (DoesNotFit, LaunchFailed, Ok, Result, describe, time_of,
                                   to_json)
@@ -39,7 +40,7 @@ class TuneRequest:
     shapes: tuple[TuneShape, ...]  # layer shapes; the target decides the GEMM jobs
     batches: tuple[int, ...]
     out_dir: Path
-    gpu: str  # catalog name for the performance model and the roofline floor
+    gpu: str  # catalog name for the performance model and the roofline floor (unless `figures`)
     device_name: str  # as torch reports it; goes into the engines' file names
     strategy: str = "fast"
     options: dict[str, Any] = field(default_factory=dict)
@@ -52,6 +53,7 @@ class TuneRequest:
     run_timeout_s: float = 120.0
     exhaustive_at: tuple[int, ...] = ()  # also sweep the whole space at these batches
     ray: Any = None  # a ray_executor.RayOptions: the same requests on a Ray cluster, not here
+    figures: DeviceFigures | None = None  # the local GPU's figures (tune/device.py); else `gpu`
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +112,11 @@ class TuneReport:
     wall_s: float
     resumed_entries: int
     worker_restarts: int
+    figures: DeviceFigures | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rows": [r.as_dict() for r in self.rows], "files": self.files,
+        return {"device": self.figures.as_dict() if self.figures else None,
+                "rows": [r.as_dict() for r in self.rows], "files": self.files,
                 "model_bugs": [b.as_dict() for b in self.model_bugs], "wall_s": self.wall_s,
                 "resumed_entries": self.resumed_entries, "worker_restarts": self.worker_restarts}
 
@@ -191,7 +195,7 @@ def tune(req: TuneRequest, progress: Progress = _quiet) -> TuneReport:
             run.evaluator.close()
         restarts = cpool.restarts + bpool.restarts
     report = TuneReport(run.rows, run.files, run.model_bugs, round(time.monotonic() - started, 3),
-                        journal.resumed, restarts)
+                        journal.resumed, restarts, req.figures)
     write_json_atomic(req.out_dir / SUMMARY, report.as_dict())
     return report
 
@@ -227,7 +231,7 @@ class _Run:
         # chunks mean fewer correction rounds, and missed the best more often on synthetic
         # landscapes (chunk 16: 2 of 108 searches beyond 2%; chunk 8: none).
         self.options = make_options(self.strategy, req.options)
-        self.gpu = get_gpu(req.gpu)
+        self.gpu = req.figures.gpu if req.figures is not None else get_gpu(req.gpu)
         self.model_bugs: list[ModelBug] = []
         self.rows: list[Row] = []
         self.files: list[str] = []

@@ -29,8 +29,10 @@ class TilefitMoETarget:
     jobs = ("gemm1", "gemm2")
 
     def __init__(self, *, gpu: str, seed: int = SEED, device: str = "cuda",
-                 warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS, jobs: Any = None):
+                 warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS, jobs: Any = None,
+                 arch: str = ""):
         self.gpu = gpu
+        self.arch_name = arch  # set for a GPU not in the catalog: its arch read from the device
         if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
             self.jobs = tuple(jobs)
         self.seed = seed
@@ -42,9 +44,9 @@ class TilefitMoETarget:
     # -- protocol, no GPU needed ----------------------------------------------------------------
     @property
     def arch(self) -> Any:
-        from tilefit.hw.catalog import get_gpu
+        from tilefit.hw.catalog import get_arch, get_gpu
 
-        return get_gpu(self.gpu).arch
+        return get_arch(self.arch_name) if self.arch_name else get_gpu(self.gpu).arch
 
     @property
     def family(self) -> Any:
