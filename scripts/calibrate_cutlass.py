@@ -40,7 +40,7 @@ def tactics_for(cutlass_version: str, archs: list[str], dtypes: list[str]) -> li
         if arch not in archs or dtype not in dtypes:
             continue
         for t in catalog.tactics(arch, dtype, version):
-            if t.schedule == "tma-ws":
+            if t.schedule == "tma-ws" and (t.native or arch != "sm103"):  # sm103 runs sm100's otherwise
                 seen[nvcc_cutlass.kernel_identity(t)] = None
     return list(seen)
 
@@ -48,12 +48,13 @@ def tactics_for(cutlass_version: str, archs: list[str], dtypes: list[str]) -> li
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--flashinfer-data", action="append", required=True)
-    p.add_argument("--arch", action="append", default=None, help="default: sm90, sm100 and sm120")
+    p.add_argument("--arch", action="append", default=None,
+                   help="default: sm90, sm100, sm103 (its native NVFP4 kernels) and sm120")
     p.add_argument("--dtype", action="append", default=None, help="default: all")
     p.add_argument("--jobs", type=int, default=None)
     p.add_argument("--out", default=None, help="write the updated table here instead of the packaged one")
     args = p.parse_args(argv)
-    archs = args.arch or ["sm90", "sm100", "sm120"]
+    archs = args.arch or ["sm90", "sm100", "sm103", "sm120"]
     dtypes = args.dtype or list(catalog.DTYPES)
     table = calibration.load_raw()
     for data_dir in args.flashinfer_data:
@@ -71,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
                    "swap_ab": t.swap_ab, "dynamic": t.dynamic_cluster is not None}
             if t.epilogue != "tma":  # SM100 NO_SMEM schedule; rows without the key are TMA
                 row["epilogue_schedule"] = t.epilogue
+            if t.native:  # SM103-native kernels; rows without the key are the arch family's
+                row["native"] = True
             if "error" in res:
                 row["error"] = res["error"]
             else:

@@ -24,7 +24,7 @@ def _flashinfer_for(cutlass: str) -> str:
 def _tactic(r: dict) -> catalog.Tactic:
     return catalog.Tactic(r["arch"], r["dtype"], r["enum"], tuple(r["tile"]), tuple(r["cluster"]),
                           r["fusion"], r["swap_ab"], dynamic_cluster=(1, 1, 1) if r.get("dynamic") else None,
-                          epilogue=r.get("epilogue_schedule", "tma"))
+                          epilogue=r.get("epilogue_schedule", "tma"), native=r.get("native", False))
 
 
 def _degenerate(r: dict) -> bool:
@@ -38,13 +38,14 @@ def _degenerate(r: dict) -> bool:
 
 def test_table_covers_all_three_cutlass_pins():
     assert {r["cutlass"] for r in ROWS} == {"4.2.1", "4.4.2", "4.5.0"}
-    assert {r["arch"] for r in ROWS} == {"sm90", "sm100", "sm120"}
+    assert {r["arch"] for r in ROWS} == {"sm90", "sm100", "sm103", "sm120"}
+    assert all(r.get("native") for r in ROWS if r["arch"] == "sm103")  # else sm100's rows answer
     assert len(ROWS) >= 600
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: f"{r['cutlass']}-{r['arch']}-{r['dtype']}-"
                          f"{'x'.join(map(str, r['tile']))}-c{r['cluster'][0]}{r['cluster'][1]}-"
-                         f"{'dyn-' if r.get('dynamic') else ''}{r['fusion']}-{'swap' if r['swap_ab'] else 'noswap'}")
+                         f"{'dyn-' if r.get('dynamic') else ''}{r.get('epilogue_schedule', 'tma')}-{r['fusion']}-{'swap' if r['swap_ab'] else 'noswap'}")
 def test_model_equals_oracle_row(row):
     t = _tactic(row)
     if _degenerate(row):

@@ -77,3 +77,30 @@ def test_live_oracle_sm100_fp8_no_smem_at_the_limit(tmp_path, monkeypatch):
     checks = FAMILY.verify([t], sm100, "fp8", flashinfer="0.7.4", flashinfer_data=str(tc.data_dir))
     assert [(c.model_bytes, c.oracle_bytes) for c in checks] == [(232_448, 232_448)]
     assert checks[0].extra["oracle_stages"] == checks[0].extra["model_stages"] == 14
+
+
+def test_probe_builds_sm103_native_kernels_for_sm_103a():
+    """SM103's own NVFP4 kernels get the Sm103 arch tag and kind (the probe triples MMA K) and their own
+    nvcc -arch; SM100's kernels on sm103 keep Sm100."""
+    sm103 = get_arch("sm103")
+    ultra = FAMILY.parse_config("128x256x256 ultra 2sm", "nvfp4", sm103)
+    plain = FAMILY.parse_config("128x256x256 2sm", "nvfp4", sm103)
+    assert "cutlass::arch::Sm103, tf::kSm103" in nvcc_cutlass.probe_line(ultra, "x")
+    assert "cutlass::arch::Sm100, tf::kSm100" in nvcc_cutlass.probe_line(plain, "x")
+    assert nvcc_cutlass.ARCHS[nvcc_cutlass.build_arch(ultra)][2] == "sm_103a"
+    assert "TK * (IsSM103 ? 3 : 1)" in nvcc_cutlass._program([])
+
+
+@pytest.mark.slow
+def test_live_oracle_sm103_ultra(tmp_path, monkeypatch):
+    """One SM103-native NVFP4 kernel compiled live (nvcc -arch=sm_103a) agrees with the model."""
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    tc = _toolchain_or_skip()
+    sm103 = get_arch("sm103")
+    t = FAMILY.parse_config("128x128x256 ultra", "nvfp4", sm103)
+    version = {"4.5.0": "0.7.4", "4.4.2": "0.6.7", "4.2.1": "0.6.0"}.get(tc.cutlass_version)
+    if version is None:
+        pytest.skip(f"headers pin CUTLASS {tc.cutlass_version}, which the catalog does not profile")
+    checks = FAMILY.verify([t], sm103, "nvfp4", flashinfer=version, flashinfer_data=str(tc.data_dir))
+    assert len(checks) == 1 and checks[0].agrees and checks[0].oracle_bytes > 200_000
+    assert checks[0].extra["oracle_stages"] == checks[0].extra["model_stages"]

@@ -36,6 +36,7 @@ ARCHS = {
     "sm90": ("cutlass::arch::Sm90", "tf::kSm90", "sm_90a"),
     "sm100": ("cutlass::arch::Sm100", "tf::kSm100", "sm_100a"),
     "sm103": ("cutlass::arch::Sm100", "tf::kSm100", "sm_100a"),
+    "sm103-native": ("cutlass::arch::Sm103", "tf::kSm103", "sm_103a"),  # SM103 NVFP4's own kernels
     "sm120": ("cutlass::arch::Sm120", "tf::kSm120", "sm_120a"),
     "sm121": ("cutlass::arch::Sm120", "tf::kSm120", "sm_120a"),
 }
@@ -132,7 +133,7 @@ def probe_line(tactic: Any, label: str) -> str:
     """The C++ statement that reports one tactic's kernel types."""
     if tactic.schedule != "tma-ws":
         raise UsageError(f"the nvcc oracle covers TMA warp-specialized tactics only, not {tactic.label()}")
-    arch_tag, kind, _ = ARCHS[tactic.arch]
+    arch_tag, kind, _ = ARCHS[build_arch(tactic)]
     act, weight, block_scaled, mx = DTYPES[tactic.dtype]
     m, n, k = tactic.tile
     cm, cn, _ = tactic.cluster
@@ -141,6 +142,11 @@ def probe_line(tactic: Any, label: str) -> str:
             f"{b(block_scaled)}, {b(mx)}, {m}, {n}, {k}, {cm}, {cn}, {b(tactic.fusion == 'finalize')}, "
             f"{b(tactic.swap_ab)}, {b(getattr(tactic, 'epilogue', 'tma') == 'tma')}, "
             f"{b(tactic.dynamic_cluster is not None)}>>(\"{label}\");")
+
+
+def build_arch(tactic: Any) -> str:
+    """The ARCHS key (kernel arch tag and nvcc -arch) of a tactic's kernels."""
+    return "sm103-native" if getattr(tactic, "native", False) else tactic.arch
 
 
 def _cpp_bool(value: bool) -> str:
@@ -193,7 +199,7 @@ def measure(tactics: list[Any], flashinfer_data: str | os.PathLike[str] | None =
     unique = list(dict.fromkeys(kernel_identity(t) for t in tactics))
     by_arch: dict[str, list[Any]] = {}
     for t in unique:
-        by_arch.setdefault(t.arch, []).append(t)
+        by_arch.setdefault(build_arch(t), []).append(t)
     batches = []
     for arch, ts in by_arch.items():
         size = max(1, -(-len(ts) // max(1, jobs // len(by_arch) or 1)))

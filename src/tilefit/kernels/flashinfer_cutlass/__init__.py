@@ -53,6 +53,7 @@ class FlashInferCutlassFamily:
           swap-ab    operands swapped (also `swap`, `swapab`)
           gemm1 / gemm2, and an MMA cluster `c2x1x1` (`2sm` on SM100)
           nosmem     SM100's NO_SMEM epilogue schedule (default: TMA)
+          ultra      SM103's own NVFP4 kernel (Sm103, MMA K = 3 x tile K; also `sm103-ultra`, `native`)
         e.g. "128x256x128 finalize", "CtaShape128x64x64B+swap-ab". `flashinfer` and `gemm` (CLI options)
         are recorded on the tactic; a gemm qualifier in the text wins over `gemm`.
         """
@@ -80,7 +81,7 @@ class FlashInferCutlassFamily:
             where = archs[0] if len(archs) == 1 else "any arch"
             raise UsageError(f"unknown {dtype} tile {tile_word!r} on {where}; FlashInfer's catalogued "
                              f"tiles (elements): {', '.join(known) or 'none'}")
-        fusion, swap, cluster, epilogue = "none", False, (1, 1, 1), "tma"
+        fusion, swap, cluster, epilogue, native = "none", False, (1, 1, 1), "tma", False
         if gemm is not None and gemm not in catalog.GEMMS:
             raise UsageError(f"unknown gemm {gemm!r}; use gemm1 (gate/up) or gemm2 (down)")
         for q in qualifiers:
@@ -98,18 +99,23 @@ class FlashInferCutlassFamily:
                 fusion = "none"
             elif q in ("nosmem", "nosmem-epi", "no-smem"):
                 epilogue = "nosmem"
+            elif q in ("ultra", "sm103-ultra", "native"):
+                native = True
             else:
                 raise UsageError(f"unknown tactic qualifier {q!r}; use finalize, swap-ab, gemm1, gemm2, "
-                                 f"nosmem (SM100 epilogue) or a cluster like c2x1x1")
+                                 f"nosmem (SM100 epilogue), ultra (SM103 NVFP4) or a cluster like c2x1x1")
         if fusion == "finalize" and gemm == "gemm1":
             raise UsageError("finalize fusion exists for gemm2 only (the down projection)")
         if epilogue == "nosmem" and (fusion == "finalize" or not arch_name.startswith("sm10")):
             raise UsageError("the NO_SMEM epilogue exists on sm100/sm103 without finalize fusion only")
+        if native and (dtype != "nvfp4" or (arch is not None and arch.name != "sm103")):
+            raise UsageError("SM103's own (ultra) kernels exist for nvfp4 on sm103 only")
+        arch_name = "sm103" if native else arch_name
         if flashinfer is not None:
             catalog.parse_version(flashinfer)  # a bad spelling is a UsageError here, not later
         return Tactic(arch_name, dtype, catalog.enum_name(enum_bytes), tile, cluster, fusion, swap,
                       "tma-ws", gemm or ("gemm2" if fusion == "finalize" else None), None, flashinfer,
-                      epilogue=epilogue)
+                      epilogue=epilogue, native=native)
 
     def footprint(self, config: Tactic, arch: Arch, dtype: str, flashinfer: str | None = None,
                   **_options: Any) -> SmemFootprint:
@@ -124,6 +130,8 @@ class FlashInferCutlassFamily:
                               f"FlashInfer's CUTLASS MoE has no {dtype} kernels on {arch.name} "
                               f"(dtypes there: {known})")
         t = _on(config, arch, dtype)
+        if t.native and arch.name != "sm103":
+            return FitVerdict(config, arch, None, UNSUPPORTED, "SM103's own (ultra) kernels run on sm103 only")
         if t.epilogue != "tma" and not arch.name.startswith("sm10"):
             return FitVerdict(config, arch, None, UNSUPPORTED,
                               f"the {t.epilogue} epilogue schedule exists on sm100/sm103 only")

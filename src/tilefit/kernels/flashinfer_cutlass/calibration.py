@@ -39,7 +39,8 @@ def dumps(table: dict[str, Any]) -> str:
 
 
 def row_order(r: dict[str, Any]) -> tuple:
-    return (r["cutlass"], r["arch"], r["dtype"], r["tile"], r["cluster"], r.get("dynamic", False),
+    return (r["cutlass"], r["arch"], r["dtype"], r.get("native", False), r["tile"], r["cluster"],
+            r.get("dynamic", False),
             r.get("epilogue_schedule", "tma"), r["fusion"], r["swap_ab"])
 
 
@@ -48,8 +49,9 @@ def rows() -> tuple[dict[str, Any], ...]:
     return tuple(load_raw()["rows"])
 
 
-def arch_family(arch: str) -> str:
-    return {"sm121": "sm120", "sm103": "sm100"}.get(arch, arch)
+def arch_family(arch: str, native: bool = False) -> str:
+    """Whose kernels run on `arch`: sm121 runs sm120's, sm103 sm100's (but its native NVFP4 kernels)."""
+    return arch if native else {"sm121": "sm120", "sm103": "sm100"}.get(arch, arch)
 
 
 @lru_cache(maxsize=None)
@@ -59,26 +61,29 @@ def _index() -> dict[tuple, dict[str, Any]]:
         if "error" in r:
             continue
         key = (r["cutlass"], r["arch"], r["dtype"], tuple(r["tile"][:2]), r["fusion"], r["swap_ab"],
-               r.get("epilogue_schedule", "tma"))
+               r.get("epilogue_schedule", "tma"), r.get("native", False))
         out.setdefault(key, r)
         out.setdefault(key + (r["cluster"][0],), r)
     return out
 
 
 def epilogue_row(cutlass: str, arch: str, dtype: str, tile: tuple[int, int, int], fusion: str,
-                 swap_ab: bool, epilogue: str = "tma", cluster_m: int | None = None) -> dict[str, Any] | None:
+                 swap_ab: bool, epilogue: str = "tma", cluster_m: int | None = None,
+                 native: bool = False) -> dict[str, Any] | None:
     """A measured row whose epilogue matches (it depends on tile M/N, fusion, swap-AB and schedule, and
     on SM100 on 1SM / 2SM: pass `cluster_m`)."""
-    key = (cutlass, arch_family(arch), dtype, tuple(tile[:2]), fusion, swap_ab, epilogue)
+    key = (cutlass, arch_family(arch, native), dtype, tuple(tile[:2]), fusion, swap_ab, epilogue, native)
     return _index().get(key if cluster_m is None else key + (cluster_m,))
 
 
 def find(cutlass: str, arch: str, dtype: str, tile: tuple[int, int, int], cluster: tuple[int, int, int],
-         fusion: str, swap_ab: bool, dynamic: bool = False, epilogue: str = "tma") -> dict[str, Any] | None:
+         fusion: str, swap_ab: bool, dynamic: bool = False, epilogue: str = "tma",
+         native: bool = False) -> dict[str, Any] | None:
     """The row measured for exactly this kernel, if any."""
-    want = (cutlass, arch_family(arch), dtype, list(tile), list(cluster), fusion, swap_ab, dynamic, epilogue)
+    want = (cutlass, arch_family(arch, native), dtype, list(tile), list(cluster), fusion, swap_ab, dynamic,
+            epilogue, native)
     for r in rows():
         if (r["cutlass"], r["arch"], r["dtype"], r["tile"], r["cluster"], r["fusion"], r["swap_ab"],
-                r.get("dynamic", False), r.get("epilogue_schedule", "tma")) == want:
+                r.get("dynamic", False), r.get("epilogue_schedule", "tma"), r.get("native", False)) == want:
             return r
     return None

@@ -49,6 +49,7 @@ class Tactic:
     tactic_id: int | None = field(default=None, compare=False)
     dynamic_cluster: tuple[int, int, int] | None = None  # SM100 runtime cluster; None: static cluster
     epilogue: str = "tma"  # "tma" | "nosmem" (SM100 NO_SMEM epilogue schedule, never with finalize)
+    native: bool = False  # SM103-native kernel (cutlass::arch::Sm103, MMA K = 3 x tile K, Ultra schedule)
 
     @property
     def tile_text(self) -> str:
@@ -67,6 +68,8 @@ class Tactic:
             parts.append("dyn" + "x".join(str(v) for v in self.dynamic_cluster))
         if self.epilogue != "tma":
             parts.append(f"{self.epilogue}-epi")
+        if self.native:
+            parts.append("sm103-ultra")
         if self.schedule == "ampere":
             parts.append(f"ampere s{self.stages}")
         if self.fusion != "none":
@@ -82,7 +85,7 @@ class Tactic:
             "schedule": self.schedule, "gemm": self.gemm, "stages": self.stages,
             "flashinfer": self.flashinfer, "tactic_id": self.tactic_id,
             "dynamic_cluster": list(self.dynamic_cluster) if self.dynamic_cluster else None,
-            "epilogue": self.epilogue,
+            "epilogue": self.epilogue, "native": self.native,
         }
 
 
@@ -102,6 +105,11 @@ class TacticList:
     no_case_message: str
     ampere: tuple[tuple[tuple[int, int, int], int], ...]  # ((M, N, K elements), stages) for dtype
     epilogues: tuple[str, ...] = ("tma",)  # SM100 epilogue schedules, the outer loop of the list
+    # SM103 NVFP4: SM103-native configs (same tokens as `configs`) listed ahead of `configs`, their
+    # epilogue schedules (outer loop) and the enums their SHAPE_CASE(103, ...) dispatch accepts.
+    native: tuple[tuple[str, tuple[int, int, int], tuple[int, int, int] | None], ...] = ()
+    native_epilogues: tuple[str, ...] = ()
+    native_dispatch: frozenset[str] = frozenset()
 
     def covers(self, version: tuple[int, ...]) -> bool:
         return self.min <= version and (self.max is None or version < self.max)
@@ -126,21 +134,29 @@ def _data() -> dict[str, Any]:
 def tactic_lists() -> tuple[TacticList, ...]:
     out = []
     for raw in _data()["list"]:
+        native = raw.get("native", {})
         for dtype in raw["dtypes"]:
-            configs = []
-            for item in raw["configs"]:
-                enum_text, cluster, *dyn = item.split()
-                dynamic = _shape(dyn[0].lstrip("d")) if dyn and dyn[0] != "static" else None
-                configs.append((enum_text, _shape(cluster), dynamic))
             ampere = tuple((_shape(t), int(s)) for t, s in
                            (x.split() for x in raw.get("ampere", {}).get(dtype, [])))
             out.append(TacticList(
                 archs=tuple(raw["archs"]), dtypes=(dtype,), min=parse_version(raw["min"]),
                 max=parse_version(raw["max"]) if raw["max"] else None, read=tuple(raw["read"]),
-                finalize=bool(raw["finalize"]), configs=tuple(configs),
+                finalize=bool(raw["finalize"]), configs=_configs(raw["configs"]),
                 dispatch=frozenset(raw["dispatch"]), no_case_message=raw["no_case_message"],
                 ampere=ampere, epilogues=tuple(raw.get("epilogues", ["tma"])),
+                native=_configs(native.get("configs", [])), native_epilogues=tuple(native.get("epilogues", [])),
+                native_dispatch=frozenset(native.get("dispatch", [])),
             ))
+    return tuple(out)
+
+
+def _configs(items: list[str]) -> tuple[tuple[str, tuple[int, int, int], tuple[int, int, int] | None], ...]:
+    """'128x128x128B 2x1x1 d4x1x1' -> (enum bytes, cluster, runtime cluster or None for 'static')."""
+    out = []
+    for item in items:
+        enum_text, cluster, *dyn = item.split()
+        dynamic = _shape(dyn[0].lstrip("d")) if dyn and dyn[0] != "static" else None
+        out.append((enum_text, _shape(cluster), dynamic))
     return tuple(out)
 
 
@@ -200,8 +216,11 @@ def enum_name(enum_bytes: str) -> str:
 def expand(tl: TacticList, arch: str, dtype: str, gemm: str, version: str) -> list[Tactic]:
     """The tactic list of one GEMM, in FlashInfer's order (getTmaWarpSpecializedConfigs)."""
     base = [Tactic(arch, dtype, enum_name(e), enum_to_tile(e, dtype), cluster, "none", False,
-                   "tma-ws", gemm, None, version, None, dyn, epi)
-            for epi in tl.epilogues for e, cluster, dyn in tl.configs]
+                   "tma-ws", gemm, None, version, None, dyn, epi, True)
+            for epi in tl.native_epilogues for e, cluster, dyn in tl.native]  # SM103 ahead of SM100
+    base += [Tactic(arch, dtype, enum_name(e), enum_to_tile(e, dtype), cluster, "none", False,
+                    "tma-ws", gemm, None, version, None, dyn, epi)
+             for epi in tl.epilogues for e, cluster, dyn in tl.configs]
     if gemm == "gemm2" and tl.finalize:  # FINALIZE copies, then those on NO_SMEM are dropped
         base += [with_changes(t, fusion="finalize") for t in base if t.epilogue == "tma"]
     base += [with_changes(t, swap_ab=True) for t in base]
@@ -236,7 +255,7 @@ def dispatch_problem(t: Tactic, flashinfer: str | None = None) -> str | None:
         return None
     tl = find_list(t.arch, t.dtype, flashinfer or t.flashinfer)
     enum_bytes = t.enum.removeprefix("CtaShape")
-    if enum_bytes not in tl.dispatch:
+    if enum_bytes not in (tl.native_dispatch if t.native else tl.dispatch):
         m, n, kb = _shape(enum_bytes.rstrip("B"))
         return message(tl.no_case_message).format(enum_value=m * 1_000_000 + n * 1000 + kb)
     combos = _sm120_combos(t.arch, tl)
@@ -264,6 +283,6 @@ def known_tiles(arch: str, dtype: str) -> list[str]:
     seen: dict[str, None] = {}
     for tl in tactic_lists():
         if arch in tl.archs and dtype in tl.dtypes:
-            for e, *_ in tl.configs:
+            for e, *_ in tl.native + tl.configs:
                 seen["x".join(str(v) for v in enum_to_tile(e, dtype))] = None
     return list(seen)

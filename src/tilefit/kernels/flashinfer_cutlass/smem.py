@@ -100,8 +100,10 @@ class Epilogue:
 
 
 def epilogue(t: Tactic, cutlass: str) -> Epilogue:
-    cluster_m = t.cluster[0] if calibration.arch_family(t.arch) == "sm100" else None  # 1SM / 2SM epilogue
-    row = calibration.epilogue_row(cutlass, t.arch, t.dtype, t.tile, t.fusion, t.swap_ab, t.epilogue, cluster_m)
+    family = calibration.arch_family(t.arch, t.native)
+    cluster_m = t.cluster[0] if family in ("sm100", "sm103") else None  # 1SM / 2SM epilogue
+    row = calibration.epilogue_row(cutlass, t.arch, t.dtype, t.tile, t.fusion, t.swap_ab, t.epilogue, cluster_m,
+                                   t.native)
     if row is None:
         raise UsageError(f"no calibrated epilogue for {t.arch} {t.dtype} {t.label()} with CUTLASS "
                          f"{cutlass}; regenerate with scripts/calibrate_cutlass.py")
@@ -114,6 +116,8 @@ def footprint(t: Tactic, flashinfer: str | None = None) -> SmemFootprint:
     if t.schedule == "ampere":
         return _ampere(t)
     prof = profile_for(flashinfer or t.flashinfer)
+    if t.native:
+        return _sm103_ultra(t, prof)
     family = calibration.arch_family(t.arch)
     if family == "sm120" and t.dtype in BLOCK_SCALED:
         return _sm120_block_scaled(t, prof)
@@ -295,3 +299,67 @@ def _sm100(t: Tactic, prof: Profile) -> SmemFootprint:
     ]
     notes += (f"SharedStorage rounded to alignas({kernel.align}): {kernel.size:,} -> {total:,} B",)
     return SmemFootprint(total=total, terms=tuple(terms), stages=stages, source="model", notes=notes)
+
+
+def _sm103_ultra(t: Tactic, prof: Profile) -> SmemFootprint:
+    """SM103-native NVFP4 kernels (sm103_blockscaled_umma_builder.inl, sm103_blockscaled_mma_array_
+    warpspecialized.hpp, sm103_blockscaled_gemm_array_tma_warpspecialized.hpp). The MMA tile's K is 3 x the
+    CTA tile's; A and B stream in 128-byte K slices, each an AB-pipeline stage, and the scale factors of a
+    quarter MMA-K travel in a pipeline of their own that takes the bytes the AB stages leave over."""
+    m, n, k = t.tile
+    two_sm = t.cluster[0] == 2
+    pair, desc = constant("barrier_pair_bytes"), constant("tma_descriptor_bytes")
+    sched = prof["sm103_scheduler_stages"]
+    vec = BLOCK_SCALED[t.dtype][2]
+    slice_bytes = prof["sm103_k_slice_bytes"]
+    a, b = m * slice_bytes, (n // 2 if two_sm else n) * slice_bytes
+    sf_cols = round_up(3 * k // vec // prof["sm103_sf_buffers_per_k"], 4)  # per SF stage, 4-column atoms
+    sfa, sfb = round_up(m, 128) * sf_cols, round_up(n, 128) * sf_cols
+    acc = 1 if n == 256 else 2
+    n_maps = 4  # A, SFA, B, SFB
+    epi = epilogue(t, prof.cutlass)
+    response_bytes = constant("clc_response_bytes")
+    carveout = (acc * pair + sched * pair + constant("load_order_barrier_bytes") + sched * response_bytes
+                + sched * pair + constant("cluster_barrier_bytes") + acc * constant("tmem_ptr_bytes")
+                + n_maps * desc)
+    capacity = BUILDER_CAPACITY["sm100"] - carveout
+    per_stage = a + b + 2 * pair + sfa + sfb
+    stages = (capacity - epi.total) // per_stage
+    sf_stages = stages + (capacity - epi.total - stages * per_stage) // (pair + sfa + sfb)
+    notes = (f"builder: ({capacity:,} capacity - {epi.total:,} epilogue carve-out) // {per_stage:,} per "
+             f"stage = {stages} AB stages; the rest // {pair + sfa + sfb:,} adds scale-factor stages: "
+             f"{sf_stages}",)
+    pipelines = Layout(16)
+    for name, size in (("mainloop", (stages + sf_stages) * pair), ("epilogue load", epi.pipeline),
+                       ("load order", constant("load_order_barrier_bytes")), ("scheduler", sched * pair),
+                       ("accumulator", acc * pair), ("scheduler throttle", 1)):
+        pipelines.add(name, size, 16)
+    pipelines.add("tmem dealloc", constant("cluster_barrier_bytes"), 8)  # alignas(8) ClusterBarrier
+    response = sched * response_bytes
+    tmaps = round_up(max(epi.tensormaps, 1), 128) + n_maps * desc
+    mainloop = Layout(128)
+    for name, size in (("A", stages * a), ("B", stages * b), ("SFA", sf_stages * sfa), ("SFB", sf_stages * sfb)):
+        mainloop.add(name, size, 1)
+    tensors = Layout(128)
+    tensors.add("epilogue", max(epi.tensors, 1), epi.align)
+    tensors.add("mainloop", mainloop.total(), 128)
+    kernel = Layout(tensors.align)
+    kernel.add("pipelines", pipelines.total(), 16)
+    kernel.add("scheduler response", response, 16)
+    kernel.add("tmem base ptr", constant("tmem_ptr_bytes"), 4)
+    kernel.add("tensormaps", tmaps, 128)
+    kernel.add("tensors", tensors.total(), tensors.align)
+    total = kernel.total()
+    terms = (
+        SmemTerm("A buffers", stages * a, f"{stages} stages x {a:,} B ({slice_bytes} B of K)"),
+        SmemTerm("B buffers", stages * b, f"{stages} stages x {b:,} B" + (", half of N (2SM)" if two_sm else "")),
+        SmemTerm("scale-factor buffers", sf_stages * (sfa + sfb),
+                 f"{sf_stages} stages x ({sfa:,} SFA + {sfb:,} SFB) B"),
+        SmemTerm("epilogue storage", epi.tensors, f"{t.fusion} epilogue, {t.epilogue} schedule"),
+        SmemTerm("pipeline barriers", pipelines.total(),
+                 f"AB {stages} + SF {sf_stages} + accumulator {acc} stages, scheduler, throttle, TMEM"),
+        SmemTerm("scheduler response", response, f"{sched} CLC responses"),
+        SmemTerm("tensormaps", tmaps, f"epilogue + {n_maps} mainloop TMA descriptors"),
+    )
+    notes += (f"SharedStorage rounded to alignas({kernel.align}): {kernel.size:,} -> {total:,} B",)
+    return SmemFootprint(total=total, terms=terms, stages=stages, source="model", notes=notes)
