@@ -1,4 +1,4 @@
-"""SM100/SM103 FP8 and MXFP8 x MXFP4 tactic lists, their oracle rows, the derived SM100 model, the CLI."""
+"""SM100/SM103 FP8, MXFP8 x MXFP4 and bf16 tactic lists, their oracle rows, the derived SM100 model, the CLI."""
 
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ VERSIONS = ["0.6.0", "0.6.7", "0.6.11", "0.7.4"]
 #  fp8: 2 epilogue schedules x (9 + 15 + 15 + 15) configs over runtime clusters 1x1x1, 4x1x1, 4x2x1, none
 #       = 108 base; gemm1 = 108 x 2 (swap-AB) = 216; gemm2 adds FINALIZE for the 54 TMA ones: 162 x 2 = 324.
 #  mxfp8-mxfp4: the FP4 branch (TMA only) 3 + 6 + 6 + 6 = 21 base; gemm1 42, gemm2 (21 + 21) x 2 = 84.
-COUNTS = {"fp8": (216, 324), "mxfp8-mxfp4": (42, 84)}
+#  bf16: fp8's list without 128x16x128B: 2 x (8 + 14 + 14 + 14) = 100 base; gemm1 200 + 9 SM80 multistage
+#       (getAmpereConfigs: 3 tiles x stages 2..4) = 209; gemm2 (100 + 50 FINALIZE) x 2 + 9 = 309.
+COUNTS = {"fp8": (216, 324), "mxfp8-mxfp4": (42, 84), "bf16": (209, 309)}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -60,9 +62,14 @@ def test_sm103_runs_the_sm100_kernels():
             assert v100.status == v103.status and v100.footprint.total == v103.footprint.total
 
 
-def test_uncatalogued_lists_say_why():
-    with pytest.raises(UsageError, match="not catalogued") as exc:
-        catalog.tactics("sm100", "bf16")
+def test_bf16_list_shape():
+    """bf16 K is 64 elements per 128 B; the SM80 multistage fallbacks close each GEMM's list."""
+    g1 = FAMILY.configs(SM100, "bf16", gemm="gemm1")
+    assert {t.tile[2] for t in g1 if t.schedule == "tma-ws"} == {64}
+    assert not [t for t in g1 if t.tile[1] == 16]  # 128x16x128B is FP8_ONLY
+    assert [t.schedule for t in g1[200:]] == ["ampere"] * 9 and g1[-1].stages == 4
+    with pytest.raises(UsageError, match="no nvfp4 kernels on sm90") as exc:
+        catalog.tactics("sm90", "nvfp4")
     assert "\n" not in str(exc.value)
 
 
@@ -77,6 +84,8 @@ def test_every_new_tactic_has_an_oracle_row():
     for version in VERSIONS:
         for dtype in COUNTS:
             for t in FAMILY.configs(SM100, dtype, flashinfer=version):
+                if t.schedule != "tma-ws":
+                    continue  # SM80 multistage fallbacks (bf16): outside the TMA-WS probe
                 fp = smem.footprint(t, version)
                 row = calibration.find(smem.profile_for(version).cutlass, "sm100", dtype, t.tile, t.cluster,
                                        t.fusion, t.swap_ab, t.dynamic_cluster is not None, t.epilogue)
@@ -147,7 +156,7 @@ def _cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("arch", ["sm100", "sm103"])
-@pytest.mark.parametrize("dtype", ["fp8", "mxfp8-mxfp4"])
+@pytest.mark.parametrize("dtype", ["fp8", "mxfp8-mxfp4", "bf16"])
 def test_cli_fit_sm100_sm103(capsys, arch, dtype):
     rc, out, _ = _cli(capsys, "fit", "--family", "flashinfer-cutlass", "--arch", arch, "--dtype", dtype, "--json")
     assert rc == 0
@@ -165,8 +174,7 @@ def test_cli_fit_sm103_default_dtype(capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ("--arch", "sm103", "--dtype", "bf16"),           # not catalogued on sm103
-    ("--arch", "sm100", "--dtype", "bf16"),           # not catalogued on sm100
+    ("--arch", "sm100", "--dtype", "nvfp4", "--config", "128x128x256 ultra"),  # SM103's own kernel
     ("--arch", "sm100", "--dtype", "fp8", "--config", "128x48x128"),  # unknown tile
     ("--arch", "sm100", "--dtype", "fp8", "--config", "128x128x128 nosmem finalize"),
 ])
