@@ -114,3 +114,21 @@ class Target(Protocol):
     def write(self, out_dir: Path, shape: TuneShape, device_name: str,
               winners: dict[str, dict[int, Any]]) -> list[Path]:
         """Store the chosen configs ({job: {batch: config}}) in the target's format."""
+
+
+def moe_config_from_dict(data: dict[str, Any]) -> Any:
+    """The triton-moe config from the engines' JSON keys (journal lines, config files)."""
+    from tilefit.kernels.triton_moe.config import MoEConfig
+
+    return MoEConfig.from_dict(data)
+
+
+def stand_in_default_config(shape: TuneShape, batch: int) -> Any:
+    """The 'default config' of the CPU stand-in targets (fake, replay): a fixed pick from the grid
+    (fp8's grid has N, K multiples of 128), like the engines' small-batch / large-batch defaults;
+    only the speedup column depends on it."""
+    from tilefit.kernels.triton_moe.config import MoEConfig
+
+    nk = 128 if shape.dtype == "fp8" else 64
+    small = batch * shape.topk <= shape.total_experts
+    return MoEConfig(16, nk, nk, 1, 4, 3) if small else MoEConfig(64, nk, nk, 16, 4, 3)

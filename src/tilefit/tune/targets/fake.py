@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.base import TuneShape, moe_config_from_dict, stand_in_default_config
 
 LIMIT_SM90 = 232448  # the fake device's shared-memory limit (sm90 opt-in, FACTS.md section 1)
 
@@ -77,18 +77,10 @@ class FakeTarget:
         return grid_configs(shape.dtype, self.grid)
 
     def config_from_dict(self, data: dict[str, Any]) -> Any:
-        from tilefit.kernels.triton_moe.config import MoEConfig
-
-        return MoEConfig.from_dict(data)
+        return moe_config_from_dict(data)
 
     def default_config(self, shape: TuneShape, batch: int) -> Any:
-        from tilefit.kernels.triton_moe.config import MoEConfig
-
-        # A fixed pick from the grid (fp8's grid has N, K multiples of 128), like the engines'
-        # small-batch / large-batch defaults; only the speedup column depends on it.
-        nk = 128 if shape.dtype == "fp8" else 64
-        small = batch * shape.topk <= shape.total_experts
-        return MoEConfig(16, nk, nk, 1, 4, 3) if small else MoEConfig(64, nk, nk, 16, 4, 3)
+        return stand_in_default_config(shape, batch)
 
     def smem_bytes(self, config: Any, shape: TuneShape) -> int:
         """The fake's shared-memory model: (stages - 1) x (BM + BN) x BK x bytes (FACTS.md s.4)."""

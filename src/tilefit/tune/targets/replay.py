@@ -12,7 +12,7 @@ from typing import Any
 
 from tilefit.tune.journal import read_entries
 from tilefit.tune.results import DoesNotFit, Ok, Result
-from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.base import TuneShape, moe_config_from_dict, stand_in_default_config
 
 
 class ReplayFailure(RuntimeError):
@@ -43,18 +43,10 @@ class ReplayTarget:
         return sorted(set(self._configs.get(shape.key(), [])))
 
     def config_from_dict(self, data: dict[str, Any]) -> Any:
-        from tilefit.kernels.triton_moe.config import MoEConfig
-
-        return MoEConfig.from_dict(data)
+        return moe_config_from_dict(data)
 
     def default_config(self, shape: TuneShape, batch: int) -> Any:
-        from tilefit.kernels.triton_moe.config import MoEConfig
-
-        # A fixed pick from the grid (fp8's grid has N, K multiples of 128), like the engines'
-        # small-batch / large-batch defaults; only the speedup column depends on it.
-        nk = 128 if shape.dtype == "fp8" else 64
-        small = batch * shape.topk <= shape.total_experts
-        return MoEConfig(16, nk, nk, 1, 4, 3) if small else MoEConfig(64, nk, nk, 16, 4, 3)
+        return stand_in_default_config(shape, batch)
 
     def fit_reason(self, config: Any, shape: TuneShape) -> Any:
         return None
