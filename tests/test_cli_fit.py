@@ -74,3 +74,10 @@ def test_no_target_and_no_local_gpu(cli, monkeypatch):
     monkeypatch.setattr("tilefit.hw.catalog.detect_local_gpu", lambda: None)
     r = cli("fit", "--family", "triton-moe")
     assert r.code == 2 and "--gpu NAME or --arch smXX" in r.err
+
+
+def test_a_flashinfer_newer_than_the_catalog_gets_a_note(cli):
+    r = cli("fit", "--family", "flashinfer-cutlass", "--arch", "sm120", "--dtype", "nvfp4", "--flashinfer", "9.9.9")
+    assert r.code == 0 and "newer than the newest catalogued" in r.err
+    r = cli("fit", "--family", "flashinfer-cutlass", "--arch", "sm120", "--dtype", "nvfp4", "--flashinfer", "0.7.4")
+    assert "newer than" not in r.err

@@ -49,7 +49,11 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
     failing = [v for v in verdicts if not v.fits]
     fatal_info = fatality(choice.engine, "flashinfer-cutlass")
     shapes = ", ".join(f"{g.name} [{g.n} x {g.k}] x {g.groups}" for g in plan.routed)
-    findings = [Finding(INFO, "backend", backend.title, backend.details + (finalize_why,))]
+    from tilefit.kernels.flashinfer_cutlass.catalog import version_note
+
+    note = version_note(req.flashinfer)
+    findings = [Finding(INFO, "backend", backend.title,
+                        backend.details + (finalize_why,) + ((note,) if note else ()))]
     by_gemm = Counter(v.config.gemm for v in verdicts)
     fits_by_gemm = Counter(v.config.gemm for v in verdicts if v.fits)
     for gemm, total in sorted(by_gemm.items()):

@@ -88,6 +88,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         configs = list(family.configs(arch, dtype, **options))
     verdicts = [family.verdict(c, arch, dtype, **options) for c in configs]
+    if args.flashinfer:
+        from tilefit.kernels.flashinfer_cutlass.catalog import version_note
+
+        note = version_note(args.flashinfer)
+        if note:
+            info(f"tilefit: note: {note}")
 
     if args.emit_blocklist:
         if not hasattr(family, "blocklist"):

@@ -164,6 +164,15 @@ def latest_version() -> str:
     return _data()["sources"]["latest"]
 
 
+def version_note(flashinfer: str | None) -> str | None:
+    """A note when `flashinfer` is newer than anything read: its tactics are judged with the newest
+    catalogued lists, which a newer release may have changed."""
+    if flashinfer and parse_version(flashinfer) > parse_version(latest_version()):
+        return (f"FlashInfer {flashinfer} is newer than the newest catalogued ({latest_version()}): "
+                f"judged with {latest_version()}'s tactic lists, which it may have changed")
+    return None
+
+
 def earliest_version() -> str:
     return _data()["sources"]["earliest"]
 
