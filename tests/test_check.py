@@ -171,3 +171,12 @@ def test_quick_start_check_golden(cli):
     r = cli("check", "--model", "glm-5-nvfp4", "--gpu", "rtx-pro-6000", "--ep", "8", "--engine", "sglang")
     assert r.code == 0
     check_golden("check_glm5_nvfp4_rtx_pro_6000_ep8.txt", r.out)
+
+
+def test_engine_environment_switches_fused_finalize_back_on(cli):
+    base = ("check", "--model", "glm-5-nvfp4", "--gpu", "rtx-pro-6000", "--ep", "8", "--engine", "sglang",
+            "--engine-version", "0.5.23", "--json")
+    assert not _failing(cli(*base).json())[0]
+    on = cli(*base, "--env", "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=1").json()
+    assert {t for _, t in _failing(on)[0]} == {"128x256x128 finalize", "256x128x128 finalize"}
+    assert cli(*base, "--env", "NOEQUALS").code == 2

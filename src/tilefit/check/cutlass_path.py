@@ -19,7 +19,7 @@ def _finalize_note(req: CheckRequest, engine: str) -> tuple[bool | None, str]:
         return None, ("FINALIZE tactics are profiled only when sglang runs FlashInfer with fused "
                       "finalize: always before 0.5.18, by default in 0.5.18-0.5.20, from 0.5.21 only "
                       "with SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=1 (pass --engine-version to decide)")
-    state = fused_finalize(engine, engine_version=req.engine_version)
+    state = fused_finalize(engine, engine_version=req.engine_version, environ=req.env)
     return state.enabled, state.why
 
 

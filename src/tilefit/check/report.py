@@ -71,6 +71,12 @@ class CheckRequest:
     flashinfer: str | None = None
     batches: tuple[int, ...] = (1, 16, 64, 256, 1024, 4096)
     config_dir: str | None = None
+    # The environment the engine will start with (tuned-config folders, fused-finalize switch).
+    environ: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self.environ)
 
 
 # Expert weights above this share of GPU memory leave too little for the KV cache and activations.

@@ -29,7 +29,8 @@ def check_triton(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[l
                         f"({choice.family}, {dtype}) on {arch.name}", (choice.rule,))]
     lookup = find_tuned_config(choice.engine, E=e_local, N=n, device_name=gpu.name,
                                weight_dtype=model.weight_dtype, triton_version=installed_triton_version(),
-                               config_dir=req.config_dir, engine_version=req.engine_version)
+                               config_dir=req.config_dir, engine_version=req.engine_version,
+                               environ=req.env)
     tune_cmd = f"tilefit tune --model {req.model} --tp {req.tp} --ep {req.ep} --target {choice.engine}"
     tuned_fix = [r.as_dict() for r in remedies(choice.engine, "triton-moe", arch=arch,
                                                engine_version=req.engine_version, kinds=("tuned-config",),

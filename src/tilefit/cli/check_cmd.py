@@ -30,8 +30,26 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="batch sizes whose Triton configs to judge (default: %(default)s)")
     p.add_argument("--config-dir", metavar="DIR", help="folder of tuned config files the engine will be "
                                                         "pointed at (searched first)")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="a variable of the engine's environment (repeatable), on top of this shell's, e.g. "
+                        "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0 or VLLM_TUNED_CONFIG_FOLDER=/configs")
     add_json_arg(p)
     p.set_defaults(func=run)
+
+
+def _environ(pairs: list[str]) -> tuple[tuple[str, str], ...]:
+    """This shell's environment with --env KEY=VALUE on top: what the engine will start with."""
+    import os
+
+    from tilefit.errors import UsageError
+
+    env = dict(os.environ)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--env {pair!r}: write KEY=VALUE")
+        env[key.strip()] = value
+    return tuple(sorted(env.items()))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     report = run_check(CheckRequest(
         model=args.model, gpu=args.gpu, engine=args.engine, tp=args.tp, ep=args.ep, dp=args.dp,
         backend=args.backend, engine_version=args.engine_version, flashinfer=args.flashinfer,
-        batches=tuple(args.batch), config_dir=args.config_dir))
+        batches=tuple(args.batch), config_dir=args.config_dir, environ=_environ(args.env)))
     if args.json:
         print_json(report.as_dict())
     else:
