@@ -81,3 +81,13 @@ def test_a_flashinfer_newer_than_the_catalog_gets_a_note(cli):
     assert r.code == 0 and "newer than the newest catalogued" in r.err
     r = cli("fit", "--family", "flashinfer-cutlass", "--arch", "sm120", "--dtype", "nvfp4", "--flashinfer", "0.7.4")
     assert "newer than" not in r.err
+
+
+def test_sm120_nvfp4_tactic_list_golden(cli):
+    from conftest import check_golden
+
+    r = cli("fit", "--family", "flashinfer-cutlass", "--gpu", "rtx-pro-6000", "--dtype", "nvfp4")
+    assert r.code == 0
+    check_golden("fit_cutlass_sm120_nvfp4.txt", r.out)
+    r = cli("fit", "--family", "flashinfer-cutlass", "--gpu", "rtx-pro-6000", "--dtype", "nvfp4", "--flashinfer", "0.7.0")
+    check_golden("fit_cutlass_sm120_nvfp4_fi070.txt", r.out)

@@ -120,3 +120,11 @@ def test_layouts_in_either_order_and_clear_errors(cli):
 def test_compare_marks_layouts_whose_weights_do_not_fit(cli):
     rows = cli("compare", "--model", "glm-5", "--gpu", "h200", "--gpus", "8", "--batch", "1", "--json").json()["rows"]
     assert all(r["weights_memory_share"] > 1 for r in rows)  # bf16 GLM-5 needs more than 8 x 141 GB
+
+
+def test_seed_scenario_golden(cli):
+    from conftest import check_golden
+
+    r = cli("compare", "--model", "glm-5-nvfp4", "--gpu", "rtx-pro-6000", "--gpus", "8", "--batch", "1,16,64,256")
+    assert r.code == 0
+    check_golden("compare_glm5_nvfp4_rtx_pro_6000_8.txt", r.out)
