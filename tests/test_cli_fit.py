@@ -91,3 +91,21 @@ def test_sm120_nvfp4_tactic_list_golden(cli):
     check_golden("fit_cutlass_sm120_nvfp4.txt", r.out)
     r = cli("fit", "--family", "flashinfer-cutlass", "--gpu", "rtx-pro-6000", "--dtype", "nvfp4", "--flashinfer", "0.7.0")
     check_golden("fit_cutlass_sm120_nvfp4_fi070.txt", r.out)
+
+
+def test_a_bare_cutlass_tile_stands_for_all_its_tactics(cli):
+    # FACTS section 3's row for 128x256x128: gemm1 98,304; FINALIZE 102,400 (over); FINALIZE+swap-AB 74,752.
+    rows = cli("fit", "--family", "flashinfer-cutlass", "--arch", "sm120", "--config", "128x256x128", "--json").json()
+    by = {(r["config"]["gemm"], r["config"]["fusion"], r["config"]["swap_ab"]): r["smem_bytes"] for r in rows}
+    assert by[("gemm1", "none", False)] == 98304
+    assert by[("gemm2", "finalize", False)] == 102400 and by[("gemm2", "finalize", True)] == 74752
+    assert cli("fit", "--family", "flashinfer-cutlass", "--arch", "sm120", "--config", "128x256x128").code == 1
+
+
+def test_emit_blocklist_for_a_qualified_config_carries_its_tactic_id(cli):
+    import json
+
+    r = cli("fit", "--family", "flashinfer-cutlass", "--arch", "sm120", "--config", "128x256x128 finalize",
+            "--emit-blocklist")
+    ids = json.loads(r.out)["invalid_tactics"]["trtllm::fused_moe::gemm2::MoERunner"]
+    assert len(ids) == 1 and isinstance(ids[0], int)

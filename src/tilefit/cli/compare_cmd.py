@@ -61,6 +61,8 @@ def parse_layouts(text: str | None, gpus: int) -> list[tuple[int, int]]:
             raise UsageError(f"layout {item} uses {tp * ep} GPUs, not --gpus {gpus}")
         if (tp, ep) not in out:
             out.append((tp, ep))
+    if not out:
+        raise UsageError("--layouts is empty: write tpN, epN or tpNepM (e.g. tp8,ep8,tp2ep4)")
     return out
 
 
@@ -86,10 +88,12 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
     rows = []
     for b in args.batch:
         times = [layer_time(p, gpu, b, link, assumptions) for p in plans]
-        best = min(times, key=lambda t: t.total_us)
+        # Only a layout whose expert weights fit in GPU memory can win.
+        fitting = [t for p, t in zip(plans, times) if p.memory_share(gpu.memory_bytes) <= 1]
+        best = min(fitting, key=lambda t: t.total_us) if fitting else None
         for p, t in zip(plans, times):
             row = {**t.as_dict(), "model_ms": t.total_us * model.moe_layers / 1e3, "winner": t is best,
-                   "slowdown_vs_winner": t.total_us / best.total_us,
+                   "slowdown_vs_winner": t.total_us / best.total_us if best else None,
                    "weights_memory_share": p.memory_share(gpu.memory_bytes)}
             m = measured.get((p.layout.label(), b))
             if m is not None:
@@ -139,6 +143,14 @@ def _local_gpus() -> int:
     return n
 
 
+def _versus(row: dict[str, Any]) -> str:
+    if row["winner"]:
+        return "winner"
+    if row["slowdown_vs_winner"] is None:
+        return "-"  # no layout fits in memory, so none wins
+    return f"+{(row['slowdown_vs_winner'] - 1) * 100:.0f}%"
+
+
 def render(d: dict[str, Any]) -> str:
     ic = d["interconnect"]
     lines = [f"{d['model']} on {d['gpus']} x {d['gpu_name']} ({d['weight_dtype']} weights, {d['compute_dtype']} "
@@ -147,7 +159,7 @@ def render(d: dict[str, Any]) -> str:
     has_measured = any("measured" in r for r in d["rows"])
     for r in d["rows"]:
         cells = [r["batch"], r["layout"], f"{r['gemm_us']:.1f}", f"{r['comm_us']:.1f}", f"{r['total_us']:.1f}",
-                 f"{r['model_ms']:.2f}", "winner" if r["winner"] else f"+{(r['slowdown_vs_winner'] - 1) * 100:.0f}%",
+                 f"{r['model_ms']:.2f}", _versus(r),
                  f"{r['weights_memory_share']:.0%}" + (" (does not fit)" if r["weights_memory_share"] > 1 else "")]
         if has_measured:
             m = r.get("measured") or {}
@@ -161,6 +173,9 @@ def render(d: dict[str, Any]) -> str:
     if has_measured:
         headers += ["measured GEMM us", "measured comm us", "GEMM pred. error"]
     lines.append(table(headers, body, align="rlrrrrll" + ("rrr" if has_measured else "")))
+    if all(r["slowdown_vs_winner"] is None for r in d["rows"]):
+        lines += ["", "no layout fits the expert weights in GPU memory, so none wins: use more GPUs or a "
+                      "quantized checkpoint (`tilefit plan` shows the bytes)"]
     lines += ["", "assumptions (predicted, not measured):"]
     lines += [f"  - {a}" for a in d["assumptions"]]
     lines.append(f"  - {ic['description']}: {ic['bandwidth_gbps']:g} GB/s bus bandwidth, "

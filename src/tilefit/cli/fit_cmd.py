@@ -4,6 +4,8 @@ config does not fit. Talks only to the family protocol (kernels/base.py) through
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import sys
 from typing import Any
 
@@ -24,7 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", help="data type (default: the family's first on this arch)")
     p.add_argument("--config", action="append", metavar="CFG",
                    help="one config to judge (repeatable); triton-moe: BM,BN,BK,GM,warps,stages; "
-                        "flashinfer-cutlass: a tile such as 128x256x128 (see the family's syntax)")
+                        "flashinfer-cutlass: a tile in elements (128x256x128) or as FlashInfer's enum "
+                        "(CtaShape128x256x64B); a bare tile stands for all its catalogued tactics, "
+                        "qualifiers pick one: finalize, swap-ab, gemm1|gemm2, cMxNxK or 2sm, nosmem, ultra")
     p.add_argument("--all", action="store_true", help="list every config, not only a summary and failures")
     p.add_argument("--verify", action="store_true",
                    help="compile the shown configs with the family's oracle and compare with the model")
@@ -43,6 +47,21 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     if args.gemm:
         opts["gemm"] = args.gemm
     return opts
+
+
+_BARE_TILE = re.compile(r"^\s*\d+x\d+x\d+B?\s*$")
+
+
+def _catalogued(family: Any, arch: Any, dtype: str, text: str, config: Any, options: dict) -> list[Any]:
+    """CUTLASS tactics: a bare tile ('128x256x128') stands for every catalogued tactic with that tile
+    (fusion, swap-AB, cluster variants), and a qualified one for its catalog entry, so verdicts and
+    --emit-blocklist carry FlashInfer's tactic ids. Other families parse to one config."""
+    if family.name != "flashinfer-cutlass":
+        return []
+    catalog = family.configs(arch, dtype, **options)
+    if _BARE_TILE.match(text):
+        return [c for c in catalog if c.tile == config.tile and (config.gemm is None or c.gemm == config.gemm)]
+    return [c for c in catalog if c == (config if config.gemm else dataclasses.replace(config, gemm=c.gemm))]
 
 
 def _row(v: Any, dtype: str, gpu: Any) -> dict[str, Any]:
@@ -84,7 +103,10 @@ def run(args: argparse.Namespace) -> int:
     if options and family.name != "flashinfer-cutlass":
         raise UsageError(f"--{'/--'.join(options)} applies to --family flashinfer-cutlass only")
     if args.config:
-        configs = [family.parse_config(text, dtype, arch=arch, **options) for text in args.config]
+        configs = []
+        for text in args.config:
+            config = family.parse_config(text, dtype, arch=arch, **options)
+            configs += _catalogued(family, arch, dtype, text, config, options) or [config]
     else:
         configs = list(family.configs(arch, dtype, **options))
     verdicts = [family.verdict(c, arch, dtype, **options) for c in configs]
