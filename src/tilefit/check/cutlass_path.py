@@ -16,9 +16,12 @@ def _finalize_note(req: CheckRequest, engine: str) -> tuple[bool | None, str]:
     from tilefit.engines import fused_finalize
 
     if engine == "sglang" and req.engine_version is None:
+        env = req.env.get("SGLANG_FLASHINFER_MOE_FUSED_FINALIZE")
+        given = (f"; SGLANG_FLASHINFER_MOE_FUSED_FINALIZE={env} takes effect only from sglang 0.5.18"
+                 if env is not None else "")
         return None, ("FINALIZE tactics are profiled only when sglang runs FlashInfer with fused "
                       "finalize: always before 0.5.18, by default in 0.5.18-0.5.20, from 0.5.21 only "
-                      "with SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=1 (pass --engine-version to decide)")
+                      f"with SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=1{given} (pass --engine-version to decide)")
     state = fused_finalize(engine, engine_version=req.engine_version, environ=req.env)
     return state.enabled, state.why
 
@@ -74,7 +77,8 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
         details += [f"{v.config.label()}: {v.reason}" for v in over + nodisp]
         fix = [_with_blocklist(r.as_dict(), family, failing, req.flashinfer)
                for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch,
-                                 engine_version=req.engine_version, kinds=("blocklist", "finalize"))]
+                                 engine_version=req.engine_version, kinds=("blocklist",))]
+        fix += _finalize_fixes(req, choice.engine)
         findings.append(Finding(
             FATAL if fatal_info.fatal else WARNING, "tactics-cannot-launch",
             f"{len(failing)} of {len(verdicts)} tactics cannot launch on {gpu.name} "
@@ -87,6 +91,22 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
     checked = {"family": "flashinfer-cutlass", "dtype": dtype, "flashinfer": req.flashinfer or "latest catalogued",
                "tactics": len(verdicts), "fit": len(verdicts) - len(failing), "fail": len(failing)}
     return findings, checked
+
+
+def _finalize_fixes(req: CheckRequest, engine: str) -> list[dict[str, Any]]:
+    """The engine's fused-finalize fixes; with the sglang version unknown, one conditional fix
+    instead of the per-version ones (which contradict each other side by side)."""
+    from tilefit.engines import remedies
+
+    rows = [r.as_dict() for r in remedies(engine, "flashinfer-cutlass", engine_version=req.engine_version,
+                                          kinds=("finalize",))]
+    if engine != "sglang" or req.engine_version is not None or len(rows) < 2:
+        return rows
+    return [{"kind": "finalize", "setting": "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0",
+             "text": "sglang 0.5.18 and later: set SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0 (already the "
+                     "default from 0.5.21) and FlashInfer neither profiles nor runs FINALIZE tactics; "
+                     "older sglang has no switch: upgrade, or blocklist the FINALIZE tactics",
+             "sources": sorted({s for r in rows for s in r.get("sources", [])})}]
 
 
 def _with_blocklist(remedy: dict[str, Any], family: Any, failing: list, flashinfer: str | None) -> dict[str, Any]:

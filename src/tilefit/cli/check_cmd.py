@@ -24,10 +24,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dp", type=positive_int, default=1, help="attention data parallelism")
     p.add_argument("--backend", default="auto", choices=("auto", "triton", "flashinfer-cutlass"),
                    help="MoE kernel family (default: the engine's own rule)")
-    p.add_argument("--engine-version", metavar="V", help="engine version (default: the newest tilefit read)")
+    p.add_argument("--engine-version", metavar="V",
+                   help="engine version (default: not given; where behaviour depends on it, e.g. sglang's "
+                        "fused finalize, the worst case is assumed)")
     p.add_argument("--flashinfer", metavar="V", help="FlashInfer version (default: newest catalogued)")
     p.add_argument("--batch", type=int_list, default=DEFAULT_BATCHES, metavar="B,B,...",
-                   help="batch sizes whose Triton configs to judge (default: %(default)s)")
+                   help="batch sizes whose engine default Triton configs to judge (a tuned config file is "
+                        "judged whole) (default: %(default)s)")
     p.add_argument("--config-dir", metavar="DIR", help="folder of tuned config files the engine will be "
                                                         "pointed at (searched first)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",

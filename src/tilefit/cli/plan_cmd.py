@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="GPU name (see `tilefit gpus`); defaults to the local GPU when one is present")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor parallelism inside each expert")
     p.add_argument("--ep", type=positive_int, default=1, help="expert parallelism (experts split over GPUs)")
-    p.add_argument("--dp", type=positive_int, default=1, help="attention data parallelism (recorded only)")
+    p.add_argument("--dp", type=positive_int, default=1, help="attention data parallelism: shared experts are sharded over (tp*ep)/dp GPUs "
+                        "(replicated when dp = tp*ep)")
     p.add_argument("--batch", type=int_list, default=DEFAULT_BATCHES, metavar="B,B,...",
                    help="tokens entering the MoE layer (default: %(default)s)")
     add_json_arg(p)
