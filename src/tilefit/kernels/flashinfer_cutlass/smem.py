@@ -270,19 +270,8 @@ def _sm100(t: Tactic, prof: Profile) -> SmemFootprint:
     # Async tensormap updates add 2 uint16 to each CLC response.
     response = responses * sched * (constant("clc_response_bytes") + (4 if responses > 1 else 0))
     slot = round_up(max(epi.tensormaps, 1), 128) + n_maps * desc  # epilogue's, then the mainloop's
-    mainloop = Layout(128)
-    for name, size in (("A", stages * a), ("B", stages * b), ("SFA", stages * sfa), ("SFB", stages * sfb)):
-        if size:
-            mainloop.add(name, size, 1)
-    tensors = Layout(128)
-    tensors.add("epilogue", max(epi.tensors, 1), epi.align)
-    tensors.add("mainloop", mainloop.total(), 128)
-    kernel = Layout(tensors.align)
-    kernel.add("pipelines", pipelines.total(), 16)
-    kernel.add("scheduler response", response, 16)
-    kernel.add("tmem base ptr", constant("tmem_ptr_bytes"), 4)
-    kernel.add("tensormaps", copies * slot, 128)
-    kernel.add("tensors", tensors.total(), tensors.align)
+    kernel = _tcgen05_storage(epi, (("A", stages * a), ("B", stages * b), ("SFA", stages * sfa),
+                                    ("SFB", stages * sfb)), pipelines, response, copies * slot)
     total = kernel.total()
     terms = [SmemTerm("A buffers", stages * a, f"{stages} stages x {a:,} B"),
              SmemTerm("B buffers", stages * b,
@@ -299,6 +288,27 @@ def _sm100(t: Tactic, prof: Profile) -> SmemFootprint:
     ]
     notes += (f"SharedStorage rounded to alignas({kernel.align}): {kernel.size:,} -> {total:,} B",)
     return SmemFootprint(total=total, terms=tuple(terms), stages=stages, source="model", notes=notes)
+
+
+def _tcgen05_storage(epi: Epilogue, buffers: tuple[tuple[str, int], ...], pipelines: Layout, response: int,
+                     tensormaps: int) -> Layout:
+    """The SharedStorage of the SM100-family grouped kernels (SM100 and SM103-native alike), member by
+    member: pipelines, scheduler response, TMEM base pointer, tensormaps, then the tensors union of
+    epilogue storage and the mainloop's operand/scale-factor buffers."""
+    mainloop = Layout(128)
+    for name, size in buffers:
+        if size:
+            mainloop.add(name, size, 1)
+    tensors = Layout(128)
+    tensors.add("epilogue", max(epi.tensors, 1), epi.align)
+    tensors.add("mainloop", mainloop.total(), 128)
+    kernel = Layout(tensors.align)
+    kernel.add("pipelines", pipelines.total(), 16)
+    kernel.add("scheduler response", response, 16)
+    kernel.add("tmem base ptr", constant("tmem_ptr_bytes"), 4)
+    kernel.add("tensormaps", tensormaps, 128)
+    kernel.add("tensors", tensors.total(), tensors.align)
+    return kernel
 
 
 def _sm103_ultra(t: Tactic, prof: Profile) -> SmemFootprint:
@@ -337,18 +347,8 @@ def _sm103_ultra(t: Tactic, prof: Profile) -> SmemFootprint:
     pipelines.add("tmem dealloc", constant("cluster_barrier_bytes"), 8)  # alignas(8) ClusterBarrier
     response = sched * response_bytes
     tmaps = round_up(max(epi.tensormaps, 1), 128) + n_maps * desc
-    mainloop = Layout(128)
-    for name, size in (("A", stages * a), ("B", stages * b), ("SFA", sf_stages * sfa), ("SFB", sf_stages * sfb)):
-        mainloop.add(name, size, 1)
-    tensors = Layout(128)
-    tensors.add("epilogue", max(epi.tensors, 1), epi.align)
-    tensors.add("mainloop", mainloop.total(), 128)
-    kernel = Layout(tensors.align)
-    kernel.add("pipelines", pipelines.total(), 16)
-    kernel.add("scheduler response", response, 16)
-    kernel.add("tmem base ptr", constant("tmem_ptr_bytes"), 4)
-    kernel.add("tensormaps", tmaps, 128)
-    kernel.add("tensors", tensors.total(), tensors.align)
+    kernel = _tcgen05_storage(epi, (("A", stages * a), ("B", stages * b), ("SFA", sf_stages * sfa),
+                                    ("SFB", sf_stages * sfb)), pipelines, response, tmaps)
     total = kernel.total()
     terms = (
         SmemTerm("A buffers", stages * a, f"{stages} stages x {a:,} B ({slice_bytes} B of K)"),
