@@ -15,29 +15,14 @@ from pathlib import Path
 from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune.results import CompileFailed, Crashed, LaunchFailed, Ok, Timeout
 from tilefit.tune.run import JOURNAL, TuneRequest, tune
-from tilefit.tune.targets.base import TargetSpec, TuneShape
+from tilefit.tune.targets.base import TargetSpec
+from tune_faults_spec import CRASH, FATAL, GOOD, HANG, LIE, SEGV, SHAPE, faulty_spec
 from tilefit.tune.workers import Worker, WorkerPool
 
-SHAPE = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
-GOOD = MoEConfig(64, 128, 64, 16, 4, 3)
-CRASH, HANG, SEGV = MoEConfig(32, 64, 64, 1, 4, 3), MoEConfig(32, 64, 64, 1, 4, 4), \
-    MoEConfig(32, 64, 64, 1, 8, 3)
-FATAL, LIE = MoEConfig(16, 64, 64, 1, 4, 3), MoEConfig(16, 64, 64, 1, 8, 3)
-
-
-def _label(c):
-    return ",".join(map(str, c.values()))
-
-
-def _spec(**extra):
-    return TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=7, grid="distinct",
-                         compile_crash=[_label(CRASH)], compile_hang=[_label(HANG)],
-                         compile_segv=[_label(SEGV)], run_fatal=[_label(FATAL)],
-                         smem_lie=[_label(LIE)], **extra)
 
 
 def test_worker_survives_crash_hang_segfault_and_poison():
-    w = Worker(_spec())
+    w = Worker(faulty_spec())
     try:
         assert w.call("compile", GOOD, SHAPE, None, 20) is None
         assert isinstance(w.call("compile", CRASH, SHAPE, None, 20), CompileFailed)
@@ -56,7 +41,7 @@ def test_worker_survives_crash_hang_segfault_and_poison():
 
 def test_pool_keeps_order_and_isolates_failures():
     items = [(c, SHAPE, None) for c in (GOOD, CRASH, SEGV, GOOD)]
-    with WorkerPool(_spec(), [None, None], timeout=20) as pool:
+    with WorkerPool(faulty_spec(), [None, None], timeout=20) as pool:
         out = pool.map("compile", items)
     assert out[0] is None and out[3] is None
     assert isinstance(out[1], CompileFailed) and isinstance(out[2], Crashed)
@@ -67,7 +52,7 @@ def _request(out: Path, **kw) -> TuneRequest:
                 compile_workers=2, compile_timeout_s=1.0, run_timeout_s=5.0,
                 options={"top": 12})
     base.update(kw)
-    spec = base.pop("spec", _spec())
+    spec = base.pop("spec", faulty_spec())
     return TuneRequest(spec, (SHAPE,), **base)
 
 
@@ -77,7 +62,7 @@ def _outcome(report):
 
 def test_run_goes_on_through_faults_and_reports_model_bugs(tmp_path):
     # Exhaustive over the small 'distinct' grid, so every misbehaving config is certainly tried.
-    spec = _spec(jobs=["gemm1"])
+    spec = faulty_spec(jobs=["gemm1"])
     report = tune(_request(tmp_path, spec=spec, strategy="exhaustive", batches=(64,),
                            options={"chunk": 64}))
     (row,) = report.rows
@@ -94,10 +79,11 @@ _CHILD = """
 import sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
-from test_tune_faults import _request, _spec
+from test_tune_faults import _request
+from tune_faults_spec import faulty_spec
 from tilefit.tune.run import tune
 if __name__ == "__main__":
-    tune(_request(Path({out!r}), spec=_spec(run_sleep_s=0.02)))
+    tune(_request(Path({out!r}), spec=faulty_spec(run_sleep_s=0.02)))
 """
 
 

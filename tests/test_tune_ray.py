@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune.journal import read_entries
 from tilefit.tune.results import Crashed, Ok, Timeout
 from tilefit.tune.run import JOURNAL, TuneRequest, tune
-from tilefit.tune.targets.base import TargetSpec, TuneShape
+from tilefit.tune.targets.base import TargetSpec
+from tune_faults_spec import CRASH, GOOD, HANG, LIE, SEGV, SHAPE, faulty_spec
 from tilefit.tune.targets.fake import FakeTarget
 from tilefit.tune.targets.replay import record
 
@@ -26,22 +26,6 @@ except ImportError:
     ray = None
 needs_ray = pytest.mark.skipif(ray is None, reason="ray is not installed (pip install 'tilefit[ray]')")
 
-SHAPE = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
-GOOD = MoEConfig(64, 128, 64, 16, 4, 3)
-CRASH, HANG, SEGV = MoEConfig(32, 64, 64, 1, 4, 3), MoEConfig(32, 64, 64, 1, 4, 4), \
-    MoEConfig(32, 64, 64, 1, 8, 3)
-FATAL, LIE = MoEConfig(16, 64, 64, 1, 4, 3), MoEConfig(16, 64, 64, 1, 8, 3)
-
-
-def _label(c):
-    return ",".join(map(str, c.values()))
-
-
-def _faulty(**extra):
-    return TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=7, grid="distinct",
-                         compile_crash=[_label(CRASH)], compile_hang=[_label(HANG)],
-                         compile_segv=[_label(SEGV)], run_fatal=[_label(FATAL)],
-                         smem_lie=[_label(LIE)], **extra)
 
 
 def _plain(**extra):
@@ -107,7 +91,7 @@ def test_replay_same_results_and_journal_as_local(cluster, landscape, tmp_path):
 @needs_ray
 def test_crashing_configs_are_recorded_like_local(cluster, tmp_path):
     # Exhaustive over the small grid, so every misbehaving config is certainly tried.
-    spec = _faulty(jobs=["gemm1"])
+    spec = faulty_spec(jobs=["gemm1"])
     kw = dict(strategy="exhaustive", batches=(64,), options={"chunk": 64}, compile_timeout_s=1.0,
               run_timeout_s=5.0)
     local = tune(_request(tmp_path / "local", spec, **kw))
@@ -129,7 +113,7 @@ def test_crashing_configs_are_recorded_like_local(cluster, tmp_path):
 def test_lost_actor_and_task_become_failures(cluster):
     from tilefit.tune.ray_executor import RayBenchPool, RayCompilePool
 
-    spec = _faulty()
+    spec = faulty_spec()
     with RayBenchPool(cluster, spec, 1, gpus=0, timeout=20.0) as bench:
         assert isinstance(bench.call("run", GOOD, SHAPE, 64), Ok)
         dead = bench.actors[0]
