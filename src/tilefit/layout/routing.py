@@ -32,6 +32,12 @@ class RoutingStats:
     method: str
 
 
+def expected_active_experts(batch: float, local: int, num_experts: int, top_k: int) -> float:
+    """Expected experts among `local` that receive at least one of `batch` tokens, each token picking
+    `top_k` of `num_experts` uniformly: local * (1 - (1 - k/E)^B). Exact."""
+    return local * (1.0 - (1.0 - top_k / num_experts) ** batch)
+
+
 def _percentile(sorted_values: list[int], q: float) -> int:
     """Nearest-rank percentile of an ascending list."""
     idx = max(0, min(len(sorted_values) - 1, -(-len(sorted_values) * q // 100) - 1))
@@ -73,7 +79,7 @@ def routing_stats(batch: int, num_experts: int, top_k: int, ep: int, *,
         tokens_per_expert_mean=b * k / e,
         tokens_per_expert_max_mean=float(busiest_expert.mean()),
         tokens_per_expert_p99=_percentile(sorted(busiest_expert.tolist()), 99),
-        active_experts_per_gpu_mean=local * (1.0 - (1.0 - k / e) ** b),
+        active_experts_per_gpu_mean=expected_active_experts(b, local, e, k),
         method=f"means exact; busiest expert/GPU: Monte Carlo over {trials} trials (seed {seed}) of an "
                f"exact per-trial sampler, so tail percentiles carry sampling noise",
     )

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tilefit.layout.routing import expected_active_experts
 from tilefit.tune.targets.base import TuneShape
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
@@ -53,8 +54,7 @@ def _gemm_dims(shape: TuneShape) -> list[tuple[int, int]]:
 
 def active_experts(shape: TuneShape, batch: int) -> float:
     """Expected local experts with at least one token (each token picks topk of total_experts)."""
-    p_miss = 1.0 - shape.topk / shape.total_experts
-    return shape.experts * (1.0 - p_miss ** batch)
+    return expected_active_experts(batch, shape.experts, shape.total_experts, shape.topk)
 
 
 def _bytes_and_flops(shape: TuneShape, batch: int, n: int, k: int) -> tuple[float, float]:
