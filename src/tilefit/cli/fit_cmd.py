@@ -4,8 +4,6 @@ config does not fit. Talks only to the family protocol (kernels/base.py) through
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import re
 import sys
 from typing import Any
 
@@ -47,21 +45,6 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     if args.gemm:
         opts["gemm"] = args.gemm
     return opts
-
-
-_BARE_TILE = re.compile(r"^\s*\d+x\d+x\d+B?\s*$")
-
-
-def _catalogued(family: Any, arch: Any, dtype: str, text: str, config: Any, options: dict) -> list[Any]:
-    """CUTLASS tactics: a bare tile ('128x256x128') stands for every catalogued tactic with that tile
-    (fusion, swap-AB, cluster variants), and a qualified one for its catalog entry, so verdicts and
-    --emit-blocklist carry FlashInfer's tactic ids. Other families parse to one config."""
-    if family.name != "flashinfer-cutlass":
-        return []
-    catalog = family.configs(arch, dtype, **options)
-    if _BARE_TILE.match(text):
-        return [c for c in catalog if c.tile == config.tile and (config.gemm is None or c.gemm == config.gemm)]
-    return [c for c in catalog if c == (config if config.gemm else dataclasses.replace(config, gemm=c.gemm))]
 
 
 def _row(v: Any, dtype: str, gpu: Any) -> dict[str, Any]:
@@ -106,7 +89,9 @@ def run(args: argparse.Namespace) -> int:
         configs = []
         for text in args.config:
             config = family.parse_config(text, dtype, arch=arch, **options)
-            configs += _catalogued(family, arch, dtype, text, config, options) or [config]
+            # A family may map one spelling to several catalogued configs (CUTLASS: a bare tile).
+            expand = getattr(family, "expand", None)
+            configs += (expand(text, config, arch, dtype, **options) if expand else []) or [config]
     else:
         configs = list(family.configs(arch, dtype, **options))
     verdicts = [family.verdict(c, arch, dtype, **options) for c in configs]

@@ -100,7 +100,12 @@ def judge(config: Any, arch: Arch, footprint: SmemFootprint) -> FitVerdict:
 
 
 class KernelFamily(Protocol):
-    """What every kernel family module provides (as module-level functions or an object)."""
+    """What every kernel family module provides (as module-level functions or an object).
+
+    Optional extras the CLI uses when present: `verify(configs, arch, dtype)` (the live oracle),
+    `summary(verdicts)` (extra human lines), `blocklist(verdicts)` (an engine's skip list) and
+    `expand(text, config, arch, dtype)` (the catalogued configs one CLI spelling stands for).
+    """
 
     name: str
 

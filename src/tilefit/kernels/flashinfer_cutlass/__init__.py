@@ -7,6 +7,7 @@ launches (fits / exceeds shared memory / no dispatch case), and the blocklist th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -18,6 +19,8 @@ from tilefit.kernels.base import (EXCEEDS_SMEM, FITS, NO_DISPATCH, UNSUPPORTED, 
                                   SmemFootprint, judge)
 from tilefit.kernels.flashinfer_cutlass import catalog, smem
 from tilefit.kernels.flashinfer_cutlass.catalog import Tactic
+
+_BARE_TILE = re.compile(r"^\s*\d+x\d+x\d+B?\s*$")
 
 BLOCKLIST_ENV = "FLASHINFER_TACTICS_BLOCKLIST"
 # FlashInfer's autotuner keys: f"{custom_op}::{runner class}", custom_op per GEMM (fused_moe/core.py).
@@ -179,6 +182,17 @@ class FlashInferCutlassFamily:
             extra["oracle_stages"] = row["stages"]
             checks.append(OracleCheck(t, arch, fp.total, row["shared_storage"], tc.describe(), extra))
         return checks
+
+    def expand(self, text: str, config: Tactic, arch: Arch, dtype: str, **options: Any) -> list[Tactic]:
+        """The catalogued tactics a --config stands for: a bare tile ('128x256x128') means every
+        catalogued tactic with that tile (fusion, swap-AB, cluster variants), a qualified one its own
+        catalog entry, so verdicts and blocklists carry FlashInfer's tactic ids. [] if not catalogued."""
+        catalog_tactics = self.configs(arch, dtype, **options)
+        if _BARE_TILE.match(text):
+            return [c for c in catalog_tactics
+                    if c.tile == config.tile and (config.gemm is None or c.gemm == config.gemm)]
+        return [c for c in catalog_tactics
+                if c == (config if config.gemm else dataclasses.replace(config, gemm=c.gemm))]
 
     def blocklist(self, verdicts: Iterable[FitVerdict], flashinfer: str | None = None,
                   **_options: Any) -> str:
