@@ -83,8 +83,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{family.name} does not support dtype {dtype!r} on {arch.name}; "
                          f"choose from {', '.join(supported)}")
     options = _options(args)
-    if options and family.name != "flashinfer-cutlass":
-        raise UsageError(f"--{'/--'.join(options)} applies to --family flashinfer-cutlass only")
+    unknown = [o for o in options if o not in getattr(family, "options", ())]
+    if unknown:
+        from tilefit.kernels.registry import FAMILIES, get_family as family_of
+
+        takers = [n for n in FAMILIES if unknown[0] in getattr(family_of(n), "options", ())]
+        raise UsageError(f"--{'/--'.join(unknown)} applies to --family {' or '.join(takers)} only")
     if args.config:
         configs = []
         for text in args.config:

@@ -33,6 +33,7 @@ class FlashInferCutlassFamily:
     """The kernel-family protocol for FlashInfer's CUTLASS MoE grouped GEMMs."""
 
     name = "flashinfer-cutlass"
+    options = ("flashinfer", "gemm")  # the fit command's family-specific flags it accepts
 
     def dtypes(self, arch: Arch) -> Sequence[str]:
         return catalog.dtypes_for(arch.name)
