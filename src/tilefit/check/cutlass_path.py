@@ -77,8 +77,7 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
         details += [f"{v.config.label()}: {v.reason}" for v in over + nodisp]
         fix = [_with_blocklist(r.as_dict(), family, failing, req.flashinfer)
                for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch,
-                                 engine_version=req.engine_version, kinds=("blocklist",))]
-        fix += _finalize_fixes(req, choice.engine)
+                                 engine_version=req.engine_version, kinds=("blocklist", "finalize"))]
         findings.append(Finding(
             FATAL if fatal_info.fatal else WARNING, "tactics-cannot-launch",
             f"{len(failing)} of {len(verdicts)} tactics cannot launch on {gpu.name} "
@@ -91,22 +90,6 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
     checked = {"family": "flashinfer-cutlass", "dtype": dtype, "flashinfer": req.flashinfer or "latest catalogued",
                "tactics": len(verdicts), "fit": len(verdicts) - len(failing), "fail": len(failing)}
     return findings, checked
-
-
-def _finalize_fixes(req: CheckRequest, engine: str) -> list[dict[str, Any]]:
-    """The engine's fused-finalize fixes; with the sglang version unknown, one conditional fix
-    instead of the per-version ones (which contradict each other side by side)."""
-    from tilefit.engines import remedies
-
-    rows = [r.as_dict() for r in remedies(engine, "flashinfer-cutlass", engine_version=req.engine_version,
-                                          kinds=("finalize",))]
-    if engine != "sglang" or req.engine_version is not None or len(rows) < 2:
-        return rows
-    return [{"kind": "finalize", "setting": "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0",
-             "text": "sglang 0.5.18 and later: set SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0 (already the "
-                     "default from 0.5.21) and FlashInfer neither profiles nor runs FINALIZE tactics; "
-                     "older sglang has no switch: upgrade, or blocklist the FINALIZE tactics",
-             "sources": sorted({s for r in rows for s in r.get("sources", [])})}]
 
 
 def _with_blocklist(remedy: dict[str, Any], family: Any, failing: list, flashinfer: str | None) -> dict[str, Any]:

@@ -77,8 +77,12 @@ def remedies(engine: str, family: str, *, arch: Arch | str | None = None,
         versions = VersionRange(*row["versions"])
         if not versions.contains(engine_version):
             continue
+        text = _fill(row["text"], fill)
+        if engine_version is None and (versions.low or versions.high):
+            # Version unknown: every range's fix applies to someone; say which is whose.
+            text = f"{engine} {versions}: {text}"
         out.append(Remedy(engine=engine, kind=row["kind"],
-                          setting=_fill(row["setting"], fill), text=_fill(row["text"], fill),
+                          setting=_fill(row["setting"], fill), text=text,
                           versions=versions, sources=tuple(sources[s] for s in row["source"])))
     return out
 
