@@ -2,7 +2,8 @@
 GPU and report the shared memory (and the rest of the metadata) the compiler assigns.
 
 Arguments are specialised the way Triton's launcher specialises them (ints equal to 1 become
-constexprs, multiples of 16 and 16-byte-aligned pointers get divisibility hints), so the figure is
+constexprs, multiples of 16 and 16-byte-aligned pointers get divisibility hints, except where the
+kernel's @triton.jit says do_not_specialize), so the figure is
 the one a real launch would check. Results are cached on disk as JSON, keyed by the kernel's source
 hash, the Triton version, the target and the full argument specialisation + options.
 """
@@ -89,11 +90,13 @@ def _specialise(fn: Any, args: dict[str, Any], constexprs: dict[str, Any]):
             signature[name], consts[name] = "constexpr", constexprs[name]
             continue
         value = args[name]
+        param = fn.params[i]  # @triton.jit(do_not_specialize=..., do_not_specialize_on_alignment=...)
         if isinstance(value, Pointer):
             signature[name] = "*" + value.dtype
-            desc = "D" if value.aligned else ""
+            desc = "D" if value.aligned and not param.do_not_specialize_on_alignment else ""
         else:
-            kind, desc = native_specialize_impl(BaseBackend, value, False, True, True)
+            kind, desc = native_specialize_impl(BaseBackend, value, False, not param.do_not_specialize,
+                                                not param.do_not_specialize_on_alignment)
             signature[name] = kind
             if kind == "constexpr":
                 consts[name] = desc

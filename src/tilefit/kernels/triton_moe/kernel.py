@@ -16,7 +16,9 @@ import triton
 import triton.language as tl
 
 
-@triton.jit
+# num_valid (= T*k) changes with every batch: left unspecialised, one compiled kernel serves every
+# batch size (a precompiled config is then a cache hit at any batch; see tune.targets.tilefit_moe).
+@triton.jit(do_not_specialize=["num_valid"])
 def fused_moe_kernel(
     a_ptr, b_ptr, c_ptr,
     a_scale_ptr, b_scale_ptr,  # fp8 only: [A rows, K/GROUP_K] fp32 and [E, N/GROUP_N, K/GROUP_K]

@@ -4,8 +4,9 @@ sizes that are multiples of 16 get divisibility hints).
 
 The representative call is gemm1 of GLM-5 under EP8 (N = 4096, K = 6144, 256 tokens x top-8); the
 `shape` tests check that other shapes and gemm2 compile to the same shared memory. To precompile
-exactly what a launch will run (Triton's cache then serves the launch), pass the real N, K, E,
-topk and tokens: tokens*topk < 16 or not a multiple of 16 changes the specialisation.
+exactly what a launch will run (Triton's cache then serves the launch), pass the real N, K, E and
+topk; the token count does not matter (num_valid is not specialised, num_padded is always a
+multiple of BLOCK_SIZE_M).
 """
 
 from __future__ import annotations
