@@ -127,3 +127,24 @@ def test_worker_reports_a_target_it_cannot_build():
         assert "NoSuchTarget" in r.message
     finally:
         w.stop()
+
+
+def test_prefetch_changes_no_pick_and_compiles_ahead(tmp_path, monkeypatch):
+    """Idle compile workers precompile the model's favourites; the searches measure and pick
+    exactly what they do without prefetching."""
+    import tilefit.tune.run as run_mod
+    from tilefit.tune.journal import read_entries
+
+    monkeypatch.setattr(run_mod, "RESERVED_COMPILE_WORKERS", 1)
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=3, grid="distinct")
+    kw = dict(spec=spec, compile_workers=3, compile_timeout_s=20.0)
+    plain = tune(_request(tmp_path / "plain", prefetch=0.0, **kw))
+    ahead = tune(_request(tmp_path / "ahead", prefetch=0.5, **kw))
+    assert _outcome(ahead) == _outcome(plain)
+
+    def compiled(name):
+        return {e.config for e in read_entries(tmp_path / name / JOURNAL) if e.batch is None}
+
+    measured = {e.config for e in read_entries(tmp_path / "plain" / JOURNAL) if e.batch is not None}
+    assert compiled("plain") <= measured  # without prefetching, only what a search asked for
+    assert compiled("ahead") - measured  # with it, configs no search asked for were compiled too

@@ -2,6 +2,11 @@
 its SMEM model, let the strategy pick configs, compile them in the CPU pool and time them in the
 GPU pool, journal every result, then write the target's config files after each shape.
 
+While a search waits on the GPU, idle compile workers precompile the configs the performance
+model ranks highest at the request's batch sizes (`prefetch`): compiling, not timing, is what a
+search would otherwise wait for. Prefetching changes when configs compile, never which configs a
+search measures or picks.
+
 Everything a config can do wrong comes back as a result value; a shared-memory failure at launch
 of a config the model let through is listed as a model bug. A resumed run answers already
 measured configs from the journal, so the strategy retraces its steps and ends where an
@@ -10,9 +15,10 @@ uninterrupted run would.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +38,10 @@ from tilefit.tune.workers import WorkerPool
 
 JOURNAL = "journal.jsonl"
 SUMMARY = "tune_summary.json"
+PREFETCH = 0.10
+# Compile workers kept free of prefetching, for the configs a search is waiting on (the fast
+# strategy's chunk): prefetching only ever uses the workers beyond these.
+RESERVED_COMPILE_WORKERS = 8
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,7 @@ class TuneRequest:
     exhaustive_at: tuple[int, ...] = ()  # also sweep the whole space at these batches
     ray: Any = None  # a ray_executor.RayOptions: the same requests on a Ray cluster, not here
     figures: DeviceFigures | None = None  # the local GPU's figures (tune/device.py); else `gpu`
+    prefetch: float = PREFETCH  # fraction of each GEMM's fitting configs precompiled by idle workers
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +151,55 @@ class _Evaluator:
         self.model_bugs, self.progress = model_bugs, progress
         lanes = compile_pool.size + bench_pool.size
         self._lanes = ThreadPoolExecutor(max_workers=lanes)
+        self._lock = threading.Lock()
+        self._compiling: dict[tuple[str, Any], Future[Result]] = {}
+        spare = compile_pool.size - RESERVED_COMPILE_WORKERS
+        self._prefetcher = ThreadPoolExecutor(max_workers=spare) if spare > 0 else None
+        self._prefetched: list[Future[Any]] = []
 
     def close(self) -> None:
+        self.stop_prefetch()
+        if self._prefetcher is not None:
+            self._prefetcher.shutdown(wait=True)
         self._lanes.shutdown(wait=True)
+
+    def prefetch(self, shape: TuneShape, configs: Sequence[Any]) -> None:
+        """Compile `configs` in the background on the spare compile workers (none: a no-op)."""
+        if self._prefetcher is not None:
+            self._prefetched += [self._prefetcher.submit(self.compiled, shape, c) for c in configs]
+
+    def stop_prefetch(self) -> None:
+        """Drop the prefetches not started yet (those running finish and are journaled)."""
+        for f in self._prefetched:
+            f.cancel()
+        self._prefetched = []
+
+    def compiled(self, shape: TuneShape, config: Any) -> Result:
+        """The compile result of `config` for `shape`: from the journal, from a compile already in
+        flight on another thread (a prefetch), or compiled now and journaled."""
+        key = shape.key()
+        with self._lock:
+            done = self.journal.lookup(self.name, key, None, config)
+            if done is not None:
+                return done
+            pending = self._compiling.get((key, config))
+            if pending is None:
+                mine: Future[Result] = Future()
+                self._compiling[(key, config)] = mine
+        if pending is not None:
+            return pending.result()
+        try:
+            reply = self.compile_pool.call("compile", config, shape, None)
+            result = Ok(0.0) if reply is None else reply
+            self.journal.record(self.name, key, None, config, result)
+            mine.set_result(result)
+            return result
+        except BaseException as e:
+            mine.set_exception(e)
+            raise
+        finally:
+            with self._lock:
+                del self._compiling[(key, config)]
 
     def _one(self, shape: TuneShape, batch: int, config: MoEConfig) -> Result:
         key = shape.key()
@@ -153,11 +210,7 @@ class _Evaluator:
         if misfit is not None:
             self.journal.record(self.name, key, batch, config, misfit)
             return misfit
-        compiled = self.journal.lookup(self.name, key, None, config)
-        if compiled is None:
-            reply = self.compile_pool.call("compile", config, shape, None)
-            compiled = Ok(0.0) if reply is None else reply
-            self.journal.record(self.name, key, None, config, compiled)
+        compiled = self.compiled(shape, config)
         if not isinstance(compiled, Ok):
             return compiled
         r = self.bench_pool.call("run", config, shape, batch)
@@ -247,18 +300,35 @@ class _Run:
             shape = layer.with_gemm(job)
             space = list(self.target.space(shape))
             fitting = [c for c in space if self.target.fit_reason(c, shape) is None]
-            for batch in self.req.batches:
-                row, best = self.batch(shape, batch, space, fitting, winners)
-                self.rows.append(row)
-                if best is not None:
-                    winners.setdefault(job, {})[batch] = best
-                self.progress("row", row.as_dict())
+            self.evaluator.prefetch(shape, self.prefetch_order(shape, fitting))
+            try:
+                for batch in self.req.batches:
+                    row, best = self.batch(shape, batch, space, fitting, winners)
+                    self.rows.append(row)
+                    if best is not None:
+                        winners.setdefault(job, {})[batch] = best
+                    self.progress("row", row.as_dict())
+            finally:
+                self.evaluator.stop_prefetch()
         if all(len(winners.get(j, {})) == len(self.req.batches) for j in self.target.jobs):
             written = self.target.write(self.req.out_dir, layer, self.req.device_name, winners)
             self.files += [str(p) for p in written]
         else:
             self.progress("warning", {"message": f"{layer.key()}: no config ran for some batch "
                                                  f"sizes; no config file written"})
+
+    def prefetch_order(self, shape: TuneShape, fitting: list[Any]) -> list[Any]:
+        """The `prefetch` fraction of `fitting`: each batch size's model ranking, taken in turns
+        (rank 1 at every batch, then rank 2, ...), earlier batch sizes first within a turn."""
+        count = int(self.req.prefetch * len(fitting))
+        if count <= 0 or not fitting:
+            return []
+        dev = perfmodel.Device.from_gpu(self.gpu, shape.dtype)
+        smem = getattr(self.target, "smem_bytes", None)
+        rankings = [sorted(fitting, key=lambda c: (perfmodel.predict_us(
+            c, shape, b, dev, smem(c, shape) if smem else 0), c)) for b in self.req.batches]
+        order = dict.fromkeys(c for turn in zip(*rankings) for c in turn)
+        return list(order)[:count]
 
     def batch(self, shape: TuneShape, batch: int, space: list[Any], fitting: list[Any],
               winners: dict[str, dict[int, Any]]) -> tuple[Row, Any | None]:
