@@ -93,6 +93,23 @@ def test_cli_compare_measure_on_cpu_stand_in(cli):
     rows = r.json()["rows"]
     assert len(rows) == 4 and all(row["measured"]["gemm_us"] > 0 for row in rows)
     assert all(row["measured"]["comm_us"] is not None and row["measured"]["ranks"] == 2 for row in rows)
+    for row in rows:  # EP all-reduces by default; the all-to-all is measured beside it
+        m = row["measured"]
+        assert m["comm_us"] == m["allreduce_us"] and m["total_us"] == m["gemm_us"] + m["comm_us"]
+        assert (m["alltoall_us"] is not None) == (row["layout"] == "EP2")
+        assert m["total_error"] == pytest.approx(row["total_us"] / m["total_us"] - 1)
+    for b in (1, 8):
+        assert sum(row["measured"]["winner"] for row in rows if row["batch"] == b) == 1
+
+
+def test_cli_compare_measure_alltoall_on_cpu_stand_in(cli):
+    cfg = str(__import__("conftest").FIXTURES / "configs" / "tiny-moe")
+    r = cli("compare", "--model", cfg, "--gpu", "h200", "--gpus", "2", "--batch", "4", "--measure",
+            "--measure-backend", "torch", "--reps", "2", "--ep-comm", "alltoall")
+    assert r.code == 0, r.err
+    assert "measured layer us" in r.out and "winner" in r.out
+    ep = next(line for line in r.out.splitlines() if " EP2 " in f" {line} ")
+    assert "not run" not in ep
 
 
 def test_cli_compare_measure_without_gpu_is_a_usage_error(cli):

@@ -91,17 +91,17 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
         # Only a layout whose expert weights fit in GPU memory can win.
         fitting = [t for p, t in zip(plans, times) if p.memory_share(gpu.memory_bytes) <= 1]
         best = min(fitting, key=lambda t: t.total_us) if fitting else None
+        batch_rows = []
         for p, t in zip(plans, times):
             row = {**t.as_dict(), "model_ms": t.total_us * model.moe_layers / 1e3, "winner": t is best,
                    "slowdown_vs_winner": t.total_us / best.total_us if best else None,
                    "weights_memory_share": p.memory_share(gpu.memory_bytes)}
             m = measured.get((p.layout.label(), b))
             if m is not None:
-                total = m.gemm_us + (m.comm_us or 0.0)
-                row["measured"] = {"gemm_us": m.gemm_us, "comm_us": m.comm_us, "ranks": m.ranks,
-                                   "total_us": total if m.comm_us is not None or p.layout.gpus == 1 else None,
-                                   "gemm_error": t.gemm_us / m.gemm_us - 1}
-            rows.append(row)
+                row["measured"] = _measured_fields(m, t, p.layout, args.ep_comm)
+            batch_rows.append(row)
+        _measured_winner(batch_rows)
+        rows += batch_rows
     return {
         "model": model.name, "gpu": gpu.key, "gpu_name": gpu.name, "gpus": args.gpus,
         "weight_dtype": model.weight_dtype, "compute_dtype": compute_dtype(gpu, model.weight_dtype),
@@ -112,6 +112,27 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
         "source": "predicted and measured" if measured else "predicted (no measurement)",
         "rows": rows,
     }
+
+
+def _measured_fields(m: Any, t: Any, layout: Any, ep_comm: str) -> dict[str, Any]:
+    """A measurement next to its prediction; the errors are predicted / measured - 1."""
+    comm = m.comm_us(ep_comm if layout.ep > 1 else "allreduce")
+    total = m.gemm_us + (comm or 0.0) if comm is not None or layout.gpus == 1 else None
+    return {"gemm_us": m.gemm_us, "layer_us": m.layer_us, "comm_us": comm, "total_us": total,
+            "allreduce_us": m.allreduce_us, "alltoall_us": m.alltoall_us, "ranks": m.ranks,
+            "gemm_error": t.gemm_us / m.gemm_us - 1,
+            "comm_error": t.comm_us / comm - 1 if comm else None,
+            "total_error": t.total_us / total - 1 if total else None}
+
+
+def _measured_winner(rows: list[dict[str, Any]]) -> None:
+    """Mark the measured winner of one batch size, when every layout has a measured total."""
+    totals = [(r.get("measured") or {}).get("total_us") for r in rows]
+    if len(rows) < 2 or any(v is None for v in totals):
+        return
+    fastest = min(range(len(rows)), key=lambda i: totals[i])
+    for i, r in enumerate(rows):
+        r["measured"]["winner"] = i == fastest
 
 
 def _measure(model: Any, plans: list, args: argparse.Namespace) -> dict:
@@ -163,16 +184,24 @@ def render(d: dict[str, Any]) -> str:
                  f"{r['weights_memory_share']:.0%}" + (" (does not fit)" if r["weights_memory_share"] > 1 else "")]
         if has_measured:
             m = r.get("measured") or {}
-            comm = m.get("comm_us")
+            comm, total = m.get("comm_us"), m.get("total_us")
+            error = m.get("total_error") if total is not None else m.get("gemm_error")
             cells += [f"{m['gemm_us']:.1f}" if m else "-",
                       f"{comm:.1f}" if comm is not None else "not run",
-                      f"{m['gemm_error'] * 100:+.0f}%" if m else "-"]
+                      f"{total:.1f}" if total is not None else "-",
+                      f"{error * 100:+.0f}%" if error is not None else "-",
+                      {True: "winner", False: ""}.get(m.get("winner"), "-")]
         body.append(cells)
     headers = ["batch", "layout", "GEMM us", "comm us", "layer us", f"x{d['moe_layers']} layers ms", "vs best",
                "weights/GPU mem"]
     if has_measured:
-        headers += ["measured GEMM us", "measured comm us", "GEMM pred. error"]
-    lines.append(table(headers, body, align="rlrrrrll" + ("rrr" if has_measured else "")))
+        headers += ["measured GEMM us", "measured comm us", "measured layer us", "pred. error", "measured"]
+    lines.append(table(headers, body, align="rlrrrrll" + ("rrrrl" if has_measured else "")))
+    if has_measured:
+        lines += ["", "measured: the two grouped GEMM kernels (engine default configs, alignment done "
+                      "beforehand) on the busiest GPU and the layout's collective, medians of CUDA-event "
+                      "timings; pred. error is predicted / measured - 1 of the layer (of the GEMMs where "
+                      "no collective ran)"]
     if all(r["slowdown_vs_winner"] is None for r in d["rows"]):
         lines += ["", "no layout fits the expert weights in GPU memory, so none wins: use more GPUs or a "
                       "quantized checkpoint (`tilefit plan` shows the bytes)"]

@@ -1,11 +1,17 @@
 """Measured MoE-layer time per layout: one process per GPU, real expert GEMMs at the model's true
-per-GPU sizes, and the layout's collective through torch.distributed.
+per-GPU sizes, and the layout's collectives through torch.distributed.
 
-Each rank builds its local experts' weights (random, bf16), routes the same seeded uniform top-k
-batch as every other rank, then times with CUDA events: the grouped GEMMs (our Triton kernel) and,
-after a barrier, the collective (all_reduce of [B, H]). The busiest rank's GEMM time plus the
-collective is the layer time. With fewer local GPUs than a layout needs, the busiest rank's GEMMs
-are measured alone and the collective is left out (reported as not measured).
+Each rank builds its local experts' weights (random, bf16, made on the GPU), routes the same seeded
+uniform top-k batch as every other rank, then times with CUDA events, median of `reps`:
+  - gemm: the two grouped GEMM kernels alone (our Triton kernel, the engines' default configs),
+    with the expert alignment done beforehand, as an engine's own alignment kernel would;
+  - layer: the whole expert computation as tilefit runs it (alignment in torch, which reads one
+    size back to the host, activation and the top-k sum included), for reference;
+  - after a barrier, the collectives: all_reduce of the [B, H] output (TP, and EP with replicated
+    tokens) and, under EP, dispatch + combine all_to_all_single of the top-k token copies
+    (attention DP), each the median of `reps`.
+The busiest rank's figures are the layout's. With fewer local GPUs than a layout needs, the busiest
+rank's GEMMs are measured alone and no collective is run (reported as not measured).
 """
 
 from __future__ import annotations
@@ -37,9 +43,16 @@ class MeasureSpec:
 @dataclass(frozen=True, slots=True)
 class MeasuredRow:
     batch: int
-    gemm_us: float  # busiest rank, median over reps
-    comm_us: float | None  # None when the collective was not run
+    gemm_us: float  # the two grouped GEMM kernels, busiest rank, median over reps
+    layer_us: float  # tilefit's whole expert computation (alignment, activation, sum included)
+    allreduce_us: float | None  # None when no collective was run
+    alltoall_us: float | None  # dispatch + combine; None unless EP with collectives
     ranks: int
+
+    def comm_us(self, kind: str) -> float | None:
+        """The measured collective of an EP communication scheme ("allreduce" | "alltoall"); TP
+        layouts always all-reduce."""
+        return self.alltoall_us if kind == "alltoall" and self.alltoall_us is not None else self.allreduce_us
 
 
 def _free_port() -> int:
@@ -64,47 +77,84 @@ def _routing(batch: int, spec: MeasureSpec, device: Any, *, busiest_first: bool)
     return ids.to(device), weights.to(device)
 
 
-def _layer_fn(spec: MeasureSpec, rank: int, device: Any) -> Any:
-    """A callable (x, topk_ids, topk_weights) -> [B, H] running this rank's share of the layer."""
-    import torch
+class _RankLayer:
+    """This rank's share of the layer: its local experts' weights and the two ways of timing them."""
 
-    local = spec.experts // spec.ep
-    i_tp = spec.width // spec.tp
-    ep_rank = rank // spec.tp  # ranks 0..tp-1 share the first expert group, and so on
-    g = torch.Generator(device="cpu").manual_seed(1000 + rank)
-    dtype = torch.bfloat16 if spec.backend == "triton" else torch.float32
-    w1 = (torch.randn((local, 2 * i_tp, spec.hidden), generator=g) / spec.hidden ** 0.5).to(device, dtype)
-    w2 = (torch.randn((local, spec.hidden, i_tp), generator=g) / i_tp ** 0.5).to(device, dtype)
-    first = ep_rank * local
+    def __init__(self, spec: MeasureSpec, rank: int, device: Any):
+        import torch
 
-    def local_ids(topk_ids: Any) -> Any:
-        lid = topk_ids - first
-        return torch.where((lid >= 0) & (lid < local), lid, torch.full_like(lid, -1))
+        self.spec, self.device = spec, device
+        self.local = spec.experts // spec.ep
+        self.i_tp = spec.width // spec.tp
+        self.first = (rank // spec.tp) * self.local  # ranks 0..tp-1 share the first expert group
+        self.dtype = torch.bfloat16 if spec.backend == "triton" else torch.float32
+        g = torch.Generator(device=device).manual_seed(1000 + rank)
+        h = spec.hidden
+        self.w1 = (torch.randn((self.local, 2 * self.i_tp, h), generator=g, device=device,
+                               dtype=self.dtype) / h ** 0.5)
+        self.w2 = (torch.randn((self.local, h, self.i_tp), generator=g, device=device,
+                               dtype=self.dtype) / self.i_tp ** 0.5)
+        self.arch = None
+        if spec.backend == "triton":
+            from tilefit.hw.catalog import arch_for_cc
 
-    if spec.backend == "torch":
-        from tilefit.kernels.triton_moe.ops import reference_moe
+            cc = torch.cuda.get_device_capability(device)
+            self.arch = arch_for_cc(*cc)
+            if self.arch is None:
+                raise UsageError(f"no arch entry for compute capability {cc}")
 
-        def run(x: Any, ids: Any, w: Any) -> Any:
-            lid = local_ids(ids)
-            return reference_moe(x, w1, w2, torch.where(lid >= 0, w, torch.zeros_like(w)), lid.clamp(min=0))
+    def local_ids(self, topk_ids: Any) -> Any:
+        import torch
+
+        lid = topk_ids - self.first
+        return torch.where((lid >= 0) & (lid < self.local), lid, torch.full_like(lid, -1))
+
+    def configs(self, batch: int) -> tuple[Any, Any]:
+        """The engines' default configs for this batch (gemm2 takes gemm1's BLOCK_SIZE_M: one
+        alignment serves both)."""
+        from tilefit.kernels.triton_moe import FAMILY
+
+        s = self.spec
+        c1 = FAMILY.default_config(self.arch, "bf16", M=batch, E=s.experts, N=2 * self.i_tp, K=s.hidden, topk=s.top_k)
+        c2 = FAMILY.default_config(self.arch, "bf16", M=batch, E=s.experts, N=s.hidden, K=self.i_tp, topk=s.top_k)
+        return c1, type(c2)(c1.block_m, c2.block_n, c2.block_k, c2.group_m, c2.num_warps, c2.num_stages)
+
+    def layer(self, x: Any, ids: Any, w: Any) -> Any:
+        """[B, H] -> [B, H]: this rank's contribution to the layer output."""
+        import torch
+
+        lid = self.local_ids(ids)
+        if self.spec.backend == "torch":
+            from tilefit.kernels.triton_moe.ops import reference_moe
+
+            return reference_moe(x, self.w1, self.w2, torch.where(lid >= 0, w, torch.zeros_like(w)),
+                                 lid.clamp(min=0))
+        from tilefit.kernels.triton_moe.ops import fused_moe
+
+        c1, c2 = self.configs(x.shape[0])
+        return fused_moe(x, self.w1, self.w2, w, lid, c1, c2, expert_parallel=self.spec.ep > 1)
+
+    def gemms(self, x: Any, ids: Any, w: Any) -> Any:
+        """A callable launching only the two grouped GEMMs, everything else prepared once."""
+        import torch
+
+        if self.spec.backend == "torch":
+            return lambda: self.layer(x, ids, w)
+        from tilefit.kernels.triton_moe.align import moe_align
+        from tilefit.kernels.triton_moe.ops import grouped_gemm
+
+        b, k = ids.shape
+        c1, c2 = self.configs(b)
+        align = moe_align(self.local_ids(ids), self.local, c1.block_m)
+        h1 = torch.empty((b * k, 2 * self.i_tp), dtype=self.dtype, device=self.device)
+        act = torch.randn((b * k, self.i_tp), dtype=self.dtype, device=self.device)
+        h2 = torch.empty((b * k, self.spec.hidden), dtype=self.dtype, device=self.device)
+        weights = w.reshape(-1).to(torch.float32)
+
+        def run() -> None:
+            grouped_gemm(x, self.w1, h1, align, c1, a_rows_per_token=k)
+            grouped_gemm(act, self.w2, h2, align, c2, a_rows_per_token=1, topk_weights=weights)
         return run
-
-    from tilefit.hw.catalog import arch_for_cc
-    from tilefit.kernels.triton_moe import FAMILY
-    from tilefit.kernels.triton_moe.ops import fused_moe
-
-    arch = arch_for_cc(*torch.cuda.get_device_capability(device))
-    if arch is None:
-        raise UsageError(f"no arch entry for compute capability {torch.cuda.get_device_capability(device)}")
-
-    def run(x: Any, ids: Any, w: Any) -> Any:
-        b = x.shape[0]
-        c1 = FAMILY.default_config(arch, "bf16", M=b, E=spec.experts, N=2 * i_tp, K=spec.hidden, topk=spec.top_k)
-        c2 = FAMILY.default_config(arch, "bf16", M=b, E=spec.experts, N=spec.hidden, K=i_tp, topk=spec.top_k)
-        if c2.block_m != c1.block_m:
-            c2 = type(c2)(c1.block_m, c2.block_n, c2.block_k, c2.group_m, c2.num_warps, c2.num_stages)
-        return fused_moe(x, w1, w2, w, local_ids(ids), c1, c2, expert_parallel=spec.ep > 1)
-    return run
 
 
 def _time_us(fn: Any, device: Any, reps: int) -> list[float]:
@@ -141,27 +191,57 @@ def _rank_main(rank: int, world: int, spec: MeasureSpec, port: int, queue: Any) 
         dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}",
                                 rank=rank, world_size=world)
     try:
-        layer = _layer_fn(spec, rank, device)
-        dtype = torch.bfloat16 if cuda else torch.float32
+        share = _RankLayer(spec, rank, device)
         rows = []
         for b in spec.batches:
             ids, w = _routing(b, spec, device, busiest_first=world < spec.tp * spec.ep)
-            x = torch.randn((b, spec.hidden), device=device, dtype=dtype)
-            out = layer(x, ids, w)
+            x = torch.randn((b, spec.hidden), device=device, dtype=share.dtype)
+            out = share.layer(x, ids, w)
+            gemms = share.gemms(x, ids, w)
             for _ in range(spec.warmup):
-                layer(x, ids, w)
-            gemm = statistics.median(_time_us(lambda: layer(x, ids, w), device, spec.reps))
-            comm = None
+                share.layer(x, ids, w)
+                gemms()
+            layer = statistics.median(_time_us(lambda: share.layer(x, ids, w), device, spec.reps))
+            gemm = statistics.median(_time_us(gemms, device, spec.reps))
+            allreduce = alltoall = None
             if world > 1:
-                dist.barrier()
-                comm = statistics.median(_time_us(lambda: dist.all_reduce(out), device, spec.reps))
-            rows.append((b, gemm, comm))
+                allreduce = _collective_us(lambda: dist.all_reduce(out), spec, device)
+                if spec.ep > 1:
+                    alltoall = _alltoall_us(b, spec, world, device, share.dtype)
+            rows.append((b, gemm, layer, allreduce, alltoall))
         queue.put((rank, rows, None))
     except Exception as e:  # reported by the parent as data
         queue.put((rank, [], f"{type(e).__name__}: {e}"))
     finally:
         if world > 1 and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _collective_us(fn: Any, spec: MeasureSpec, device: Any) -> float:
+    import torch.distributed as dist
+
+    dist.barrier()
+    for _ in range(spec.warmup):
+        fn()
+    dist.barrier()
+    return statistics.median(_time_us(fn, device, spec.reps))
+
+
+def _alltoall_us(batch: int, spec: MeasureSpec, world: int, device: Any, dtype: Any) -> float:
+    """Dispatch + combine: each rank holds batch/world tokens and sends each token's top-k copies
+    ([batch/world * k, H], an equal share to every rank), then gets them back."""
+    import torch
+    import torch.distributed as dist
+
+    rows = max(1, -(-batch // world)) * spec.top_k
+    rows += -rows % world  # all_to_all_single splits the first dimension evenly
+    send = torch.randn((rows, spec.hidden), device=device, dtype=dtype)
+    recv = torch.empty_like(send)
+
+    def both() -> None:
+        dist.all_to_all_single(recv, send)  # dispatch
+        dist.all_to_all_single(send, recv)  # combine
+    return _collective_us(both, spec, device)
 
 
 def _collect(queue: Any, procs: list[Any], timeout_s: float) -> list[tuple[int, list, str | None]]:
@@ -218,13 +298,16 @@ def measure(spec: MeasureSpec, *, ranks: int | None = None, timeout_s: float = 6
     errors = [f"rank {r}: {err}" for r, _, err in results if err]
     if errors:
         raise UsageError("measurement failed: " + "; ".join(errors))
-    per_batch: dict[int, list[tuple[float, float | None]]] = {}
+    per_batch: dict[int, list[tuple[float, ...]]] = {}
     for _, rows, _ in results:
-        for b, gemm, comm in rows:
-            per_batch.setdefault(b, []).append((gemm, comm))
+        for b, *figures in rows:
+            per_batch.setdefault(b, []).append(tuple(figures))
     out = []
     for b in spec.batches:
         vals = per_batch[b]
-        comms = [c for _, c in vals if c is not None]
-        out.append(MeasuredRow(b, max(g for g, _ in vals), max(comms) if comms else None, world))
+
+        def busiest(i: int) -> float | None:
+            got = [v[i] for v in vals if v[i] is not None]
+            return max(got) if got else None
+        out.append(MeasuredRow(b, busiest(0), busiest(1), busiest(2), busiest(3), world))
     return out
