@@ -2,7 +2,9 @@
 per-GPU sizes, and the layout's collectives through torch.distributed.
 
 Each rank builds its local experts' weights (random, bf16, made on the GPU), routes the same seeded
-uniform top-k batch as every other rank, then times with CUDA events, median of `reps`:
+uniform top-k batch as every other rank, then times with CUDA events, median of `reps`, the
+repetitions queued while the GPU is held (so the GPU's time is measured, as under CUDA graphs, not
+the host's launch latency):
   - gemm: the two grouped GEMM kernels alone (our Triton kernel, the engines' default configs),
     with the expert alignment done beforehand, as an engine's own alignment kernel would;
   - layer: the whole expert computation as tilefit runs it (alignment in torch, which reads one
@@ -23,6 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilefit.errors import MissingDependency, UsageError
+
+
+# GPU clock cycles to hold the stream per repetition while the host queues them (~200 us of host
+# time per repetition at ~2 GHz: a Triton launch or an NCCL call takes tens of microseconds).
+QUEUE_CYCLES_PER_REP = 400_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +178,10 @@ def _time_us(fn: Any, device: Any, reps: int) -> list[float]:
         return out
     start = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     end = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    # Hold the GPU while the host queues every repetition, so that the events time the GPU's work
+    # back to back (as under CUDA graphs) and not the host's launch latency.
+    torch.cuda.synchronize(device)
+    torch.cuda._sleep(QUEUE_CYCLES_PER_REP * reps)
     for s, e in zip(start, end):
         s.record()
         fn()
