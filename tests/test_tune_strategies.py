@@ -142,3 +142,30 @@ def test_compiled_configs_are_preferred_across_batches():
             warm |= {c for c, _ in res.measured}
         compiled[margin] = len(warm)
     assert compiled[0.1] < compiled[0.0]
+
+
+def test_boolean_options_parse_words_and_refuse_others():
+    fast = get_strategy("fast")
+    assert make_options(fast, {"baseline": "0"}).baseline is False
+    assert make_options(fast, {"baseline": "yes"}).baseline is True
+    with pytest.raises(UsageError, match="baseline"):
+        make_options(fast, {"baseline": "maybe"})
+
+
+def test_the_default_config_is_measured_first_so_no_pick_is_slower():
+    """The model ranks the target's default config last, yet it is the fastest: the search
+    measures it first and keeps it (and without `baseline`, it is missed)."""
+    fast = get_strategy("fast")
+    configs = tuple(FakeTarget(seed=2).space(EP8))[:200]
+    default = configs[-1]
+
+    def ev(cs):
+        return [Ok(1.0 if c == default else 2.0 + i / 1000) for i, c in enumerate(cs)]
+
+    def predict(c):
+        return 9.0 if c == default else 1.0
+
+    for on in (True, False):
+        res = fast.search(SearchSpace(configs, predict, baseline=default), ev, Budget(trials=16),
+                          make_options(fast, {"baseline": on}))
+        assert (res.best == default) is on

@@ -31,6 +31,7 @@ class Entry:
     batch: int | None  # None: a compile result
     config: MoEConfig
     result: Result
+    t: float | None = None  # when the line was written (epoch seconds; absent in early journals)
 
     @property
     def key(self) -> tuple[Any, ...]:
@@ -50,7 +51,7 @@ def read_entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
         try:
             d = json.loads(raw)
             yield Entry(d["target"], d["shape"], d["batch"], MoEConfig.from_dict(d["config"]),
-                        from_json(d["result"]))
+                        from_json(d["result"]), d.get("t"))
         except (ValueError, KeyError, TypeError, UsageError) as e:
             if n == len(lines):
                 return  # no newline after it: the line a kill cut short

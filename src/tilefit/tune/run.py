@@ -339,6 +339,9 @@ class _Run:
         dev = perfmodel.Device.from_gpu(self.gpu, shape.dtype)
         configs = tuple(_restrict(self.target, shape.gemm, batch, fitting, winners))
         prev = winners.get(shape.gemm, {})
+        # Neighbouring batch sizes' winners, then the target's default config (timed for the
+        # row anyway): a pick is never slower than what the engine would run untuned.
+        default = self.target.default_config(shape, batch)
         seeds = tuple(prev[b] for b in sorted(prev, key=lambda b: abs(b - batch)))
         smem = getattr(self.target, "smem_bytes", None)
 
@@ -354,13 +357,13 @@ class _Run:
         # Configs this job already tried at other batch sizes are compiled: cheap to time. (The
         # run's own history, not the journal's, so a resumed run retraces the same searches.)
         warm = frozenset(self.tried.setdefault(shape.key(), set()))
-        result = self.strategy.search(SearchSpace(configs, predict, seeds, warm), evaluate,
+        result = self.strategy.search(SearchSpace(configs, predict, seeds, baseline=default, warm=warm), evaluate,
                                       Budget(self.req.trials, per_search), self.options)
         self.tried[shape.key()].update(c for c, _ in result.measured)
         search_s = time.monotonic() - t0
         best = _checked_best(result.ranked(), shape, batch, self.bpool, self.journal,
                              self.target.name)
-        default_r = evaluate([self.target.default_config(shape, batch)])[0]
+        default_r = evaluate([default])[0]
         failures: dict[str, int] = {}
         for _, r in result.measured:
             if not isinstance(r, Ok):

@@ -25,6 +25,7 @@ from tilefit.tune.targets.base import TargetSpec, TuneShape
 
 # Exit code a worker uses when it retires itself after a fatal error.
 _RETIRE = 3
+COMPILE_NICENESS = 10
 _MESSAGE_CHARS = 2000
 
 
@@ -53,7 +54,11 @@ def _exit_with_parent() -> None:
 def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
     """Child process: build the target once, then serve requests until told to stop."""
     _exit_with_parent()
-    if device is not None:
+    if device is None:
+        # A compile worker yields the CPU to the GPU workers: a timing worker that waits for a core
+        # lets the GPU idle inside its CUDA events, and small kernels then measure slow.
+        os.nice(COMPILE_NICENESS)
+    else:
         # `device` indexes the GPUs this process was allowed to see (the parent's list, if any).
         visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
         os.environ["CUDA_VISIBLE_DEVICES"] = visible[device] if device < len(visible) else str(device)

@@ -26,6 +26,10 @@ def get_strategy(name: str) -> ModuleType:
     return importlib.import_module(STRATEGIES[name])
 
 
+_BOOLS = {"1": True, "true": True, "yes": True, "on": True,
+          "0": False, "false": False, "no": False, "off": False}
+
+
 def make_options(module: ModuleType, values: dict[str, Any] | None = None) -> Any:
     """The module's Options from `values`; unknown keys are a UsageError naming the known ones."""
     cls = module.Options
@@ -39,7 +43,12 @@ def make_options(module: ModuleType, values: dict[str, Any] | None = None) -> An
     for k, v in values.items():
         default = known[k].default
         try:
-            typed[k] = type(default)(v) if default is not dataclasses.MISSING else v
+            if isinstance(default, bool) and isinstance(v, str):
+                if v.lower() not in _BOOLS:
+                    raise ValueError(v)
+                typed[k] = _BOOLS[v.lower()]
+            else:
+                typed[k] = type(default)(v) if default is not dataclasses.MISSING else v
         except (TypeError, ValueError):
             raise UsageError(f"strategy option {k}={v!r}: expected a {type(default).__name__}") from None
     return cls(**typed)

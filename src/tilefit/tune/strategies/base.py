@@ -22,6 +22,7 @@ class SearchSpace:
     predict: Callable[[Any], float] | None = None  # performance-model time, for ranking
     seeds: tuple[Any, ...] = ()  # winners at neighbouring batch sizes, best first
     warm: frozenset[Any] = frozenset()  # configs already compiled (cheap to time)
+    baseline: Any = None  # the target's default config: measured first, so no pick is slower
 
 
 @dataclass(slots=True)

@@ -1,7 +1,8 @@
 """Fast search: the performance model ranks the space, measurements correct the model, and the
 search spends its few trials where the corrected model and the neighbourhood of the best agree.
 
-1. Measure the winners of neighbouring batch sizes and the model's top few.
+1. Measure the winners of neighbouring batch sizes, the target's default config and the model's
+   top few.
 2. Repeat until the trial cap: fit a separable correction to the model (a ridge regression of
    log(measured/predicted) on the axis values), re-rank every unmeasured
    config by corrected prediction, and measure one chunk: half the best-ranked one-step
@@ -36,6 +37,7 @@ class Options:
     # A config not compiled yet (not in space.warm) must be predicted this much faster than a
     # compiled one to be tried first: compiles, not timings, dominate a GPU run's cost.
     cold_margin: float = 0.1
+    baseline: bool = True  # measure the target's default config first (False: as before 2026-11-30)
 
 
 def _neighbours(config: Any, values: dict[str, list[int]], index: dict[tuple[int, ...], Any]) -> list[Any]:
@@ -103,7 +105,9 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
 
     warm = space.warm
     compile_cost = math.log1p(opts.cold_margin)
-    t.measure([c for c in space.seeds if c in known] + order[:opts.top])
+    first = [c for c in (*space.seeds, space.baseline if opts.baseline else None)
+             if c is not None and c in known]
+    t.measure(first + order[:opts.top])
     while not t.exhausted:
         corr = _corrections(t, predicted, opts.ridge)
 
