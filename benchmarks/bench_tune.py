@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+JOURNAL_NAME = "journal.jsonl"  # tilefit.tune.run.JOURNAL
 STANDARD = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
 CHECKED = (1, 64, 1024, 4096)
 GROUPED_MM_AT = (1, 16, 64, 256, 1024, 4096)
@@ -117,13 +118,23 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
     else:
         import torch
 
-        if not torch.cuda.is_available():
-            sys.exit("bench_tune.py needs a CUDA GPU (or --target fake for a CPU dry run)")
-        device_name = torch.cuda.get_device_name(0)
+        gpu = torch.cuda.is_available()
+        if not gpu and not args.from_journals:
+            sys.exit("bench_tune.py needs a CUDA GPU (or --target fake for a CPU dry run, or "
+                     "--from-journals to summarise a finished run's journals)")
+        device_name = torch.cuda.get_device_name(0) if gpu else args.device_name
         spec = TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu=args.gpu,
                              jobs=jobs, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
-        devices = tuple(range(torch.cuda.device_count()))[: args.gpus]
+        devices = tuple(range(torch.cuda.device_count()))[: args.gpus] if gpu else \
+            tuple(range(args.gpus or 1))
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix=f"bench_tune_{args.layout}_"))
+    if args.from_journals:  # replay a copy: a journal this code cannot replay must stay untouched
+        import shutil
+
+        copy = Path(tempfile.mkdtemp(prefix="bench_tune_replay_")) / work.name
+        shutil.copytree(work, copy)
+        lines = {p: p.read_bytes().count(b"\n") for p in copy.rglob(JOURNAL_NAME)}
+        work = copy
     common = dict(gpu=args.gpu, device_name=device_name, resume=args.resume,
                   compile_workers=args.compile_workers or default_compile_workers(),
                   devices=devices, compile_timeout_s=300.0, run_timeout_s=120.0)
@@ -139,10 +150,16 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
     print(f"[{args.layout}] exhaustive at {args.checked}", file=sys.stderr)
     exhaustive = tune(TuneRequest(spec, (layer,), tuple(args.checked), work / "exhaustive",
                                   strategy="exhaustive", **common), log)
+    if args.from_journals:
+        grown = [str(p) for p, n in lines.items() if p.read_bytes().count(b"\n") != n]
+        if grown:
+            sys.exit(f"--from-journals: replaying needed new measurements ({', '.join(grown)}): "
+                     f"this code does not retrace that run (strategy options?)")
     ex_rows = {(r.job, r.batch): r for r in exhaustive.rows}
     ex_measured = _journal_times(work / "exhaustive" / "journal.jsonl")
 
-    dev, figures = (None, {}) if args.target == "fake" else measured_device(args.gpu, args.dtype)
+    dev, figures = (None, {}) if args.target == "fake" or args.from_journals else \
+        measured_device(args.gpu, args.dtype)
     rows = []
     for r in fast.rows:
         shape = layer.with_gemm(r.job)
@@ -159,10 +176,10 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
                 row["speedup_over_grouped_mm"] = (gm / r.time_us if isinstance(gm, float)
                                                   and r.time_us else None)
         ex = ex_rows.get((r.job, r.batch))
-        if ex is not None and r.config_dict:
-            same_sweep = ex_measured.get((shape.key(), r.batch, _ck(r.config_dict)))
+        if ex is not None and row["config_dict"]:
+            same_sweep = ex_measured.get((shape.key(), r.batch, _ck(row["config_dict"])))
             row["exhaustive_best_us"] = ex.time_us
-            row["exhaustive_best_config"] = ex.config
+            row["exhaustive_best_config"] = ex.config.label() if ex.config else None
             row["exhaustive_time_of_fast_pick_us"] = same_sweep
             row["fast_over_exhaustive"] = (same_sweep / ex.time_us if same_sweep and ex.time_us
                                            else None)
@@ -171,13 +188,16 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
         rows.append(row)
     ex_s = sum(r.search_s for r in exhaustive.rows)
     checked_jobs = len(exhaustive.rows)
-    per_job = [r.search_s for r in exhaustive.rows]
-    # Extrapolate the sweep to every batch size: compiles happen once (inside the first checked
-    # batch of each GEMM), so later batches' cost is the per-batch measuring cost.
-    later = [r.search_s for r in exhaustive.rows if r.batch != args.checked[0]] or per_job
-    firsts = sum(r.search_s for r in exhaustive.rows if r.batch == args.checked[0])
-    n_gemms = len({r.job for r in exhaustive.rows})
-    extrapolated = firsts + (len(args.batches) - 1) * n_gemms * (sum(later) / len(later))
+    # Times come from the journals' line stamps (active_seconds), so that a run finished over
+    # several --resume pieces reports its working time, not the last piece's wall time.
+    fast_s = active_seconds(work / "fast" / JOURNAL_NAME)
+    ex_active = active_seconds(work / "exhaustive" / JOURNAL_NAME)
+    # Extrapolate the sweep to every batch size: compiles happen once (with the first checked
+    # batch), so each further batch size costs what a later checked batch cost.
+    per_batch = _seconds_by_batch(work / "exhaustive" / JOURNAL_NAME)
+    later = [v for b, v in per_batch.items() if b is not None and b != args.checked[0]]
+    extra = len(set(args.batches) - set(args.checked))
+    extrapolated = ex_active + extra * (sum(later) / len(later) if later else 0.0)
     return {
         "layout": args.layout, "dtype": args.dtype, "target": args.target,
         "strategy_options": args.strategy_option or [],
@@ -191,15 +211,33 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
         "fast_wall_s": fast.wall_s, "fast_search_s": sum(r.search_s for r in fast.rows),
         "exhaustive_wall_s": exhaustive.wall_s, "exhaustive_search_s": ex_s,
         "exhaustive_checked_jobs": checked_jobs,
+        "fast_s": fast_s, "exhaustive_s": ex_active,
+        "exhaustive_s_by_batch": {str(b): v for b, v in per_batch.items()},
         "exhaustive_extrapolated_all_batches_s": extrapolated,
-        "fast_over_exhaustive_time": fast.wall_s / extrapolated if extrapolated else None,
+        "fast_over_exhaustive_time": fast_s / extrapolated if extrapolated else None,
         "smem_failures_in_benchmark_loop": len(fast.model_bugs) + len(exhaustive.model_bugs),
-        "model_bugs": fast.model_bugs + exhaustive.model_bugs,
+        "model_bugs": [b.as_dict() for b in fast.model_bugs + exhaustive.model_bugs],
         "worker_restarts": fast.worker_restarts + exhaustive.worker_restarts,
         "timing": "triton.testing.do_bench median, CUDA events around each launch (launch "
                   "overhead included), L2 cleared before each launch; alignment outside timing",
         "rows": rows, "work_dir": str(work),
     }
+
+
+def _seconds_by_batch(path: Path, max_gap_s: float = 120.0) -> dict[int | None, float]:
+    """Journal working time per batch size (None: compiles): each gap between consecutive lines
+    goes to the later line's batch."""
+    from tilefit.tune.journal import read_entries
+
+    out: dict[int | None, float] = {}
+    previous = None
+    for e in read_entries(path):
+        if e.t is None:
+            continue
+        if previous is not None and 0 <= e.t - previous <= max_gap_s:
+            out[e.batch] = out.get(e.batch, 0.0) + e.t - previous
+        previous = e.t
+    return out
 
 
 def _ck(config: dict[str, int]) -> tuple[tuple[str, int], ...]:
@@ -210,7 +248,7 @@ def _journal_times(path: Path) -> dict[Any, float]:
     from tilefit.tune.journal import read_entries
     from tilefit.tune.results import Ok
 
-    return {(e.shape, e.batch, _ck(e.config)): e.result.time_us for e in read_entries(path)
+    return {(e.shape, e.batch, _ck(e.config.as_dict())): e.result.time_us for e in read_entries(path)
             if e.batch is not None and isinstance(e.result, Ok) and not e.shape.startswith("check:")}
 
 
@@ -233,8 +271,8 @@ def summarize(paths: list[str]) -> str:
             out.append(f"Measured: copy {f['copy_bandwidth_gbps']:,.0f} GB/s, bf16 matmul "
                        f"{f['bf16_matmul_tflops']:,.0f} TFLOP/s. {d['timing']}.")
         out.append(f"Fast strategy, all {len({r['batch'] for r in d['rows']})} batch sizes x "
-                   f"{len({r['job'] for r in d['rows']})} GEMMs: {d['fast_wall_s']:,.1f} s. Exhaustive sweep at the checked batches: "
-                   f"{d['exhaustive_wall_s']:,.1f} s; extrapolated to every batch size "
+                   f"{len({r['job'] for r in d['rows']})} GEMMs: {d['fast_s']:,.1f} s. Exhaustive sweep at the checked batches: "
+                   f"{d['exhaustive_s']:,.1f} s; extrapolated to every batch size "
                    f"{d['exhaustive_extrapolated_all_batches_s']:,.1f} s; fast/exhaustive time "
                    f"{100 * (d['fast_over_exhaustive_time'] or 0):.1f}%. Compiles: fast "
                    f"{d['fast_compiles']}, exhaustive {d['exhaustive_compiles']}. Shared-memory launch "
@@ -271,6 +309,10 @@ def main() -> None:
     p.add_argument("--work", help="folder for the two runs' journals (default: a new temp folder); "
                                   "with --resume a killed benchmark continues where it stopped")
     p.add_argument("--resume", action="store_true")
+    p.add_argument("--from-journals", action="store_true",
+                   help="with --resume --work DIR of a finished run: rebuild the results from its "
+                        "journals alone (no GPU; no measured floor or grouped_mm columns)")
+    p.add_argument("--device-name", default="NVIDIA H200", help="with --from-journals")
     p.add_argument("--strategy-option", action="append", metavar="NAME=VALUE",
                    help="fast-strategy option, repeatable (e.g. seeded_fraction=0.03)")
     p.add_argument("--out", help="results JSON file")
