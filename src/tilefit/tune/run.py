@@ -357,8 +357,9 @@ class _Run:
         # Configs this job already tried at other batch sizes are compiled: cheap to time. (The
         # run's own history, not the journal's, so a resumed run retraces the same searches.)
         warm = frozenset(self.tried.setdefault(shape.key(), set()))
-        result = self.strategy.search(SearchSpace(configs, predict, seeds, baseline=default, warm=warm), evaluate,
-                                      Budget(self.req.trials, per_search), self.options)
+        space_now = SearchSpace(configs, predict, seeds, warm=warm, baseline=default)
+        result = self.strategy.search(space_now, evaluate, Budget(self.req.trials, per_search),
+                                      self.options)
         self.tried[shape.key()].update(c for c, _ in result.measured)
         search_s = time.monotonic() - t0
         best = _checked_best(result.ranked(), shape, batch, self.bpool, self.journal,
