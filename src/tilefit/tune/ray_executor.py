@@ -13,9 +13,7 @@ from __future__ import annotations
 import math
 import queue
 import threading
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +21,7 @@ from typing import Any
 from tilefit.errors import MissingDependency, UsageError
 from tilefit.tune.results import Crashed, LaunchFailed, Timeout
 from tilefit.tune.targets.base import TargetSpec, TuneShape
-from tilefit.tune.workers import Worker
+from tilefit.tune.workers import RequestPool, Worker
 
 INSTALL_HINT = "pip install 'tilefit[ray]'"
 # Past the request's own timeout, how long the driver waits before it gives a task or actor up:
@@ -144,16 +142,13 @@ def _settle(ray: Any, ref: Any, op: str, timeout: float, grace: float) -> tuple[
     return reply, restarts, False
 
 
-class _RayPool(ABC):
-    """What both pools share: map over `call`, restart counting, context management."""
-
-    size: int
+class _RayPool(RequestPool):
+    """What both Ray pools share: restart counting."""
 
     def __init__(self, ray: Any, spec: TargetSpec, timeout: float, grace: float):
         self.ray, self.spec, self.timeout, self.grace = ray, spec, timeout, grace
         self._restarts = 0
         self._lock = threading.Lock()
-        self._threads: ThreadPoolExecutor | None = None
 
     def _count(self, restarts: int) -> None:
         if restarts:
@@ -163,33 +158,6 @@ class _RayPool(ABC):
     @property
     def restarts(self) -> int:
         return self._restarts
-
-    @abstractmethod
-    def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
-        """One request's reply, or a failure value; thread-safe."""
-
-    def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]],
-            on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(max_workers=self.size)
-
-        def one(i: int) -> Any:
-            out = self.call(op, *items[i])
-            if on_done is not None:
-                on_done(i, out)
-            return out
-
-        return list(self._threads.map(one, range(len(items))))
-
-    def close(self) -> None:
-        if self._threads is not None:
-            self._threads.shutdown(wait=True)
-
-    def __enter__(self) -> _RayPool:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 class RayCompilePool(_RayPool):

@@ -15,6 +15,7 @@ import os
 import queue
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -182,7 +183,43 @@ class Worker:
         self._kill()
 
 
-class WorkerPool:
+class RequestPool(ABC):
+    """What every pool of workers offers the tuner (local processes here, Ray in ray_executor):
+    `call` one request on the next free worker, `map` many in parallel (results in input order),
+    and context management."""
+
+    size: int  # requests served at once
+    _threads: ThreadPoolExecutor | None = None
+
+    @abstractmethod
+    def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
+        """One request's reply, or a failure value; thread-safe."""
+
+    def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]],
+            on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(max_workers=self.size)
+
+        def one(i: int) -> Any:
+            out = self.call(op, *items[i])
+            if on_done is not None:
+                on_done(i, out)
+            return out
+
+        return list(self._threads.map(one, range(len(items))))
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+
+    def __enter__(self) -> RequestPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class WorkerPool(RequestPool):
     """Several workers serving a list of requests in parallel; results come back in input order."""
 
     def __init__(self, spec: TargetSpec, devices: Sequence[int | None], *, timeout: float):
@@ -190,10 +227,10 @@ class WorkerPool:
             raise ValueError("a worker pool needs at least one worker")
         self.timeout = timeout
         self.workers = [Worker(spec, d) for d in devices]
+        self.size = len(self.workers)
         self._idle: queue.Queue[Worker] = queue.Queue()
         for w in self.workers:
             self._idle.put(w)
-        self._threads = ThreadPoolExecutor(max_workers=len(self.workers))
 
     def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
         """One request on the next idle worker (blocks while all are busy); thread-safe."""
@@ -203,21 +240,6 @@ class WorkerPool:
         finally:
             self._idle.put(worker)
 
-    def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]],
-            on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
-        def one(i: int) -> Any:
-            out = self.call(op, *items[i])
-            if on_done is not None:
-                on_done(i, out)
-            return out
-
-        return list(self._threads.map(one, range(len(items))))
-
-    @property
-    def size(self) -> int:
-        """Requests served at once."""
-        return len(self.workers)
-
     @property
     def restarts(self) -> int:
         return sum(w.restarts for w in self.workers)
@@ -225,13 +247,7 @@ class WorkerPool:
     def close(self) -> None:
         for w in self.workers:
             w.stop()
-        self._threads.shutdown(wait=True)
-
-    def __enter__(self) -> WorkerPool:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+        super().close()
 
 
 def default_compile_workers() -> int:
