@@ -105,8 +105,7 @@ def main(argv=None) -> int:
         picks = [k for ks in by_arch.values() for k in rng.sample(ks, min(a.check_full, len(ks)))]
         jobs = []
         for k in picks:
-            arch, dtype, vals = k.split("/")
-            bm, bn, bk, w, s = map(int, vals.split(","))
+            arch, dtype, (bm, bn, bk, w, s) = smem.parse_table_key(k)
             jobs.append((arch, dtype, (bm, bn, bk, 1, w, s)))
         t0, secs, mismatch = time.time(), [], 0
         with ProcessPoolExecutor(a.jobs) as pool:

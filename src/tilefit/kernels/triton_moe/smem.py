@@ -40,6 +40,13 @@ def table_key(arch: str, dtype: str, cfg: Any) -> str:
     return f"{arch}/{TABLE_DTYPE[dtype]}/{bm},{bn},{bk},{w},{s}"
 
 
+def parse_table_key(key: str) -> tuple[str, str, tuple[int, int, int, int, int]]:
+    """'sm90/bf16/64,128,64,4,3' -> ('sm90', 'bf16', (64, 128, 64, 4, 3)): table_key's inverse."""
+    arch, dtype, vals = key.split("/")
+    bm, bn, bk, w, s = map(int, vals.split(","))
+    return arch, dtype, (bm, bn, bk, w, s)
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     _write_json_atomic(path, obj, indent=1, sort_keys=True)
 
@@ -61,8 +68,7 @@ def fit_calibration(table: dict[str, Any]) -> dict[str, Any]:
     groups: dict[tuple[str, str], dict[tuple[int, ...], dict[int, int]]] = defaultdict(
         lambda: defaultdict(dict))
     for key, shared in table["entries"].items():
-        arch, dtype, vals = key.split("/")
-        bm, bn, bk, w, s = map(int, vals.split(","))
+        arch, dtype, (bm, bn, bk, w, s) = parse_table_key(key)
         groups[(arch, dtype)][(bm, bn, bk, w)][s] = int(shared)
     out: dict[str, Any] = {"triton_version": table["triton_version"],
                            "kernel_hash": table.get("kernel_hash", ""), "archs": {}}
@@ -118,15 +124,10 @@ def fit_calibration(table: dict[str, Any]) -> dict[str, Any]:
 def check_against_table(table: dict[str, Any], calib: dict[str, Any]) -> list[str]:
     """Lines for every recorded figure the calibration does not reproduce (should be none)."""
     bad = []
+    lookup = _lookup(calib)
     for key, shared in table["entries"].items():
-        arch, dtype, vals = key.split("/")
-        bm, bn, bk, w, s = map(int, vals.split(","))
-        c = calib["archs"][arch][dtype]
-        got = c["exceptions"].get(vals)
-        if got is None:
-            per_stage, const, scratch = c["extra"].get(f"{bm},{bn},{bk},{w}", (0, 0, 0))
-            got = max((s - c["offset_by_block_m"][str(bm)]) * (bm * bk + bk * bn)
-                      * ELEM_BYTES[dtype] + per_stage * s + const, scratch)
+        arch, dtype, values = parse_table_key(key)
+        got = _bytes(lookup[(arch, dtype)], dtype, *values)
         if got != shared:
             bad.append(f"{key}: model {got} != oracle {shared}")
     return bad
@@ -168,12 +169,18 @@ def load_calibration(version: str | None = None) -> dict[str, Any]:
     data = resources.files("tilefit.kernels.triton_moe") / "data" / avail[pick]
     calib = json.loads(data.read_text())
     calib["_requested"] = ".".join(map(str, want)) if want else ""
-    calib["_lookup"] = {
+    calib["_lookup"] = _lookup(calib)
+    return calib
+
+
+def _lookup(calib: dict[str, Any]) -> dict[tuple[str, str], tuple[dict, dict, dict]]:
+    """{(arch, table dtype): (offset by BLOCK_SIZE_M, extras by (BM, BN, BK, warps), exceptions
+    by (BM, BN, BK, warps, stages))} of a calibration, with integer keys."""
+    return {
         (arch, dt): ({int(k): v for k, v in c["offset_by_block_m"].items()},
                      {tuple(map(int, k.split(","))): tuple(v) for k, v in c["extra"].items()},
                      {tuple(map(int, k.split(","))): v for k, v in c["exceptions"].items()})
         for arch, per in calib["archs"].items() for dt, c in per.items()}
-    return calib
 
 
 def model_version() -> str:
@@ -198,8 +205,14 @@ _NO_EXTRA = (0, 0, 0)
 
 def total_bytes(cfg: Any, arch: Arch, dtype: str) -> int:
     """Shared memory `cfg` requests at launch on `arch` (fast path, no breakdown)."""
-    offsets, extra, exceptions = _calibrated(arch, dtype)
     bm, bn, bk, _gm, w, s = cfg.values()
+    return _bytes(_calibrated(arch, dtype), dtype, bm, bn, bk, w, s)
+
+
+def _bytes(calibrated: tuple[dict, dict, dict], dtype: str, bm: int, bn: int, bk: int, w: int,
+           s: int) -> int:
+    """The model's formula for one config, from one (arch, dtype) entry of `_lookup`."""
+    offsets, extra, exceptions = calibrated
     exc = exceptions.get((bm, bn, bk, w, s)) if exceptions else None
     if exc is not None:
         return exc
@@ -235,11 +248,11 @@ def footprint(cfg: Any, arch: Arch, dtype: str) -> SmemFootprint:
                               f"the {pipeline:,} B of pipeline buffers (calibrated)"))
     total = sum(t.bytes for t in terms)
     exc = exceptions.get((bm, bn, bk, w, s)) if exceptions else None
-    notes = [f"triton {load_calibration()['triton_version']} calibration"]  # cached after first call
+    calib = load_calibration()
+    notes = [f"triton {calib['triton_version']} calibration"]
     if exc is not None:
         notes.append("recorded oracle figure (no formula fit)")
         total = exc
-    calib = load_calibration()
     if not calib["_requested"]:
         notes.append(f"triton is not installed: figures are triton {calib['triton_version']}'s")
     elif calib["_requested"] != calib["triton_version"]:
