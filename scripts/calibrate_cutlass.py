@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         todo = tactics_for(tc.cutlass_version, archs, dtypes)
         print(f"{tc.describe()}: {len(todo)} kernel types", file=sys.stderr)
         t0 = time.time()
-        _, results = nvcc_cutlass.measure(todo, data_dir, jobs=args.jobs)
+        _, results = nvcc_cutlass.measure(todo, data_dir, jobs=args.jobs, tc=tc)
         print(f"  measured in {time.time() - t0:.0f} s", file=sys.stderr)
         keep = [r for r in table["rows"] if not (r["cutlass"] == tc.cutlass_version
                                                  and r["arch"] in archs and r["dtype"] in dtypes)]

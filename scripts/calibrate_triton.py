@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     import triton
 
     from tilefit.hw.catalog import get_arch
-    from tilefit.kernels.triton_moe import smem
+    from tilefit.kernels.triton_moe import FAMILY, smem
     from tilefit.kernels.triton_moe.config import grid_configs
     from tilefit.kernels.triton_moe.kernel import fused_moe_kernel
 
@@ -71,8 +71,8 @@ def main(argv=None) -> int:
         archs = a.archs.split(",") if a.archs else [x.name for x in all_archs()]
         for arch in archs:
             for dtype in a.dtypes.split(","):
-                if dtype == "fp8" and get_arch(arch).cc < (8, 9):
-                    continue  # no e4m3 tensor-core dots before sm89
+                if dtype not in FAMILY.dtypes(get_arch(arch)):
+                    continue  # e.g. no e4m3 tensor-core dots before sm89
                 space = grid_configs(dtype, "distinct")
                 if a.sample:
                     space = rng.sample(space, min(a.sample, len(space)))

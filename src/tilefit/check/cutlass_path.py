@@ -8,6 +8,7 @@ from collections import Counter
 from typing import Any
 
 from tilefit.check.report import FATAL, INFO, WARNING, CheckRequest, Finding
+from tilefit.kernels.base import EXCEEDS_SMEM, NO_DISPATCH
 
 
 def _finalize_note(req: CheckRequest, engine: str) -> tuple[bool | None, str]:
@@ -66,8 +67,8 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
                 (f"{choice.engine} has no fallback once every tactic fails",)))
     if failing:
         items = tuple(_item(v) for v in failing)
-        over = [v for v in failing if v.status == "exceeds-smem"]
-        nodisp = [v for v in failing if v.status == "no-dispatch"]
+        over = [v for v in failing if v.status == EXCEEDS_SMEM]
+        nodisp = [v for v in failing if v.status == NO_DISPATCH]
         details = [f"per-GPU GEMMs under {plan.layout.label()}: {shapes}; these tactics fail under any "
                    f"layout (a tactic's shared memory does not depend on N)",
                    f"{'fatal' if fatal_info.fatal else 'not fatal'}: {fatal_info.why}",

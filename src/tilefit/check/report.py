@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+DEFAULT_BATCHES = (1, 16, 64, 256, 1024, 4096)  # tokens per step, decode to prefill chunk
+
 FATAL, WARNING, INFO = "fatal", "warning", "info"
 GO, GO_WITH_WARNINGS, NO_GO = "GO", "GO-WITH-WARNINGS", "NO-GO"
 
@@ -69,7 +71,7 @@ class CheckRequest:
     backend: str = "auto"
     engine_version: str | None = None
     flashinfer: str | None = None
-    batches: tuple[int, ...] = (1, 16, 64, 256, 1024, 4096)
+    batches: tuple[int, ...] = DEFAULT_BATCHES
     config_dir: str | None = None
     # The environment the engine will start with (tuned-config folders, fused-finalize switch).
     environ: tuple[tuple[str, str], ...] = ()

@@ -14,10 +14,15 @@ MODEL_CAVEAT = ("bytes are tilefit's Triton fused-MoE kernel compiled by the ins
 
 
 def check_triton(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[list[Finding], dict]:
-    from tilefit.engines import engine_default_configs, fatality, find_tuned_config, remedies
+    from tilefit.engines import (
+        engine_default_configs,
+        fatality,
+        find_tuned_config,
+        remedies,
+    )
     from tilefit.engines.lookup import installed_triton_version
     from tilefit.kernels.registry import get_family
-    from tilefit.kernels.triton_moe.config import MoEConfig
+    from tilefit.kernels.triton_moe.config import MoEConfig, in_grid
     from tilefit.tune.config_files import read_config_file
 
     family = get_family("triton-moe")
@@ -82,8 +87,7 @@ def check_triton(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[l
                     choice.engine, "triton-moe", arch=arch, engine_version=req.engine_version,
                     kinds=("backend",))),
                 tuple(_item(b, v) for b, v in bad.items())))
-    grid = set(family.configs(arch, dtype))
-    off_grid = [f"batch {b}: {v.config.label()}" for b, v in judged.items() if v.config not in grid]
+    off_grid = [f"batch {b}: {v.config.label()}" for b, v in judged.items() if not in_grid(v.config, dtype)]
     if off_grid:
         findings.append(Finding(INFO, "extrapolated", f"{len(off_grid)} judged config(s) lie outside the "
                                 f"grid the shared-memory model was calibrated on: their bytes are the "

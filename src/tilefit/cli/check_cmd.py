@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from tilefit.check.report import DEFAULT_BATCHES
 from tilefit.cli.args import add_json_arg, int_list, positive_int
 from tilefit.cli.output import print_json, table
-
-DEFAULT_BATCHES = (1, 16, 64, 256, 1024, 4096)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

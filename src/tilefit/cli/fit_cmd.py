@@ -9,6 +9,7 @@ from typing import Any
 
 from tilefit.cli.args import add_json_arg, add_target_args
 from tilefit.cli.output import info, print_json, table
+from tilefit.kernels.base import EXCEEDS_SMEM, FITS, NO_DISPATCH, UNSUPPORTED
 
 SHOW_LIMIT = 64  # rows shown without --all when a space is larger than this (CUTLASS lists fit whole)
 
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     unknown = [o for o in options if o not in getattr(family, "options", ())]
     if unknown:
-        from tilefit.kernels.registry import FAMILIES, get_family as family_of
+        from tilefit.kernels.registry import FAMILIES
+        from tilefit.kernels.registry import get_family as family_of
 
         takers = [n for n in FAMILIES if unknown[0] in getattr(family_of(n), "options", ())]
         raise UsageError(f"--{'/--'.join(unknown)} applies to --family {' or '.join(takers)} only")
@@ -161,7 +163,7 @@ def _render(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list, rows: 
     body = []
     for r in rows:
         top = max(r["terms"], key=lambda t: t["bytes"]) if r["terms"] else None
-        if r["status"] != "fits":
+        if r["status"] != FITS:
             why = r["reason"]
         else:
             why = ("exactly at the limit; " if r["margin_bytes"] == 0 else "") + \
@@ -180,5 +182,5 @@ def _render(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list, rows: 
 
 
 def _verdict_word(r: dict) -> str:
-    return {"fits": "fits", "exceeds-smem": "EXCEEDS", "no-dispatch": "NO DISPATCH",
-            "unsupported": "UNSUPPORTED"}.get(r["status"], r["status"])
+    return {FITS: "fits", EXCEEDS_SMEM: "EXCEEDS", NO_DISPATCH: "NO DISPATCH",
+            UNSUPPORTED: "UNSUPPORTED"}.get(r["status"], r["status"])

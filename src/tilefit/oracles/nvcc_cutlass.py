@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -188,13 +188,15 @@ def _compile_and_run(tc: Toolchain, arch: str, lines: list[str], timeout: float)
 
 
 def measure(tactics: list[Any], flashinfer_data: str | os.PathLike[str] | None = None, *,
-            jobs: int | None = None, timeout: float = 1800.0) -> tuple[Toolchain, dict[Any, dict[str, Any]]]:
+            jobs: int | None = None, timeout: float = 1800.0,
+            tc: Toolchain | None = None) -> tuple[Toolchain, dict[Any, dict[str, Any]]]:
     """Compile `tactics` (batched per arch, split over `jobs` programs) and return per-tactic rows.
 
     A row has stages, epilogue, mainloop and kernel struct sizes, and `shared_storage`; a tactic whose
-    batch does not compile is retried alone and, failing again, gets {"error": message}.
+    batch does not compile is retried alone and, failing again, gets {"error": message}. `tc`: the
+    toolchain already found for `flashinfer_data` (found here when not given).
     """
-    tc = toolchain(flashinfer_data)
+    tc = tc or toolchain(flashinfer_data)
     jobs = max(1, jobs or settings().nvcc_jobs or (os.cpu_count() or 1))
     unique = list(dict.fromkeys(kernel_identity(t) for t in tactics))
     by_arch: dict[str, list[Any]] = {}
@@ -230,5 +232,4 @@ def kernel_identity(t: Any) -> Any:
     """Tactics that instantiate the same kernel types (gemm1 and gemm2 without fusion do; every
     runtime cluster shape is the same DYNAMIC_CGA kernel)."""
     dynamic = None if getattr(t, "dynamic_cluster", None) is None else (1, 1, 1)
-    return type(t)(**{**{f: getattr(t, f) for f in t.__dataclass_fields__},
-                      "gemm": None, "flashinfer": None, "tactic_id": None, "dynamic_cluster": dynamic})
+    return replace(t, gemm=None, flashinfer=None, tactic_id=None, dynamic_cluster=dynamic)

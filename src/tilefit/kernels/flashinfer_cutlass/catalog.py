@@ -8,7 +8,7 @@ bytes to elements of the activation type.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -239,10 +239,8 @@ def expand(tl: TacticList, arch: str, dtype: str, gemm: str, version: str) -> li
 
 
 def with_changes(t: Tactic, **changes: Any) -> Tactic:
-    """A copy of `t` with some fields changed (dataclasses.replace, spelled out for slots + defaults)."""
-    values = {name: getattr(t, name) for name in Tactic.__dataclass_fields__}
-    values.update(changes)
-    return Tactic(**values)
+    """A copy of `t` with some fields changed."""
+    return replace(t, **changes)
 
 
 def tactics(arch: str, dtype: str, flashinfer: str | None = None,

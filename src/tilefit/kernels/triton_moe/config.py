@@ -74,17 +74,28 @@ class MoEConfig:
         return cls(*(int(d[k]) for k in KEYS))
 
 
+def grid_axes(dtype: str) -> dict[str, tuple[int, ...]]:
+    """The grid's values per key for `dtype` (fp8 block-scaled keeps N, K multiples of 128)."""
+    axes = dict(GRID)
+    if canonical_dtype(dtype) == "fp8":
+        for key in ("BLOCK_SIZE_N", "BLOCK_SIZE_K"):
+            axes[key] = tuple(v for v in axes[key] if v % FP8_BLOCK == 0)
+    return axes
+
+
+def in_grid(config: MoEConfig, dtype: str) -> bool:
+    """Whether every value of `config` is on `dtype`'s grid."""
+    axes = grid_axes(dtype)
+    return all(v in axes[key] for key, v in zip(KEYS, config.values()))
+
+
 def grid_configs(dtype: str, grid: str = "full") -> list[MoEConfig]:
     """The tuners' grid for `dtype` (1920 configs; fp8 block-scaled keeps N, K multiples of 128).
 
     grid="full" is every config; grid="distinct" keeps GROUP_SIZE_M=1 only, one config per
     distinct shared-memory footprint (GROUP_SIZE_M only reorders blocks; see smem.py).
     """
-    dtype = canonical_dtype(dtype)
-    axes = dict(GRID)
-    if dtype == "fp8":
-        axes["BLOCK_SIZE_N"] = tuple(v for v in axes["BLOCK_SIZE_N"] if v % FP8_BLOCK == 0)
-        axes["BLOCK_SIZE_K"] = tuple(v for v in axes["BLOCK_SIZE_K"] if v % FP8_BLOCK == 0)
+    axes = grid_axes(dtype)
     if grid == "distinct":
         axes["GROUP_SIZE_M"] = (1,)
     elif grid != "full":
@@ -104,12 +115,11 @@ def parse_config(text: str, dtype: str = "bf16") -> MoEConfig:
     except ValueError:
         raise UsageError(f"config {text!r}: every field must be an integer "
                          f"(BM,BN,BK,GM,warps,stages)") from None
+    axes = grid_axes(dtype)
     for key, v in zip(KEYS, vals):
         if key != "num_stages" and (v <= 0 or v & (v - 1)):
             raise UsageError(f"config {text!r}: {key}={v} is not a power of two")
-        allowed = GRID[key]
-        if dtype == "fp8" and key in ("BLOCK_SIZE_N", "BLOCK_SIZE_K"):
-            allowed = tuple(a for a in allowed if a % FP8_BLOCK == 0)
+        allowed = axes[key]
         if v not in allowed:
             raise UsageError(f"config {text!r}: {key}={v} is outside the {dtype} grid "
                              f"({', '.join(map(str, allowed))})")
