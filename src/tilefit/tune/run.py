@@ -163,6 +163,11 @@ class _Evaluator:
             self._prefetcher.shutdown(wait=True)
         self._lanes.shutdown(wait=True)
 
+    @property
+    def can_prefetch(self) -> bool:
+        """Whether compile workers are spare for prefetching (more than the reserved ones)."""
+        return self._prefetcher is not None
+
     def prefetch(self, shape: TuneShape, configs: Sequence[Any]) -> None:
         """Compile `configs` in the background on the spare compile workers (none: a no-op)."""
         if self._prefetcher is not None:
@@ -300,10 +305,12 @@ class _Run:
             shape = layer.with_gemm(job)
             space = list(self.target.space(shape))
             fitting = [c for c in space if self.target.fit_reason(c, shape) is None]
-            self.evaluator.prefetch(shape, self.prefetch_order(shape, fitting))
+            model = _Predictions(self.target, shape, self.gpu)
+            if self.evaluator.can_prefetch:
+                self.evaluator.prefetch(shape, self.prefetch_order(fitting, model))
             try:
                 for batch in self.req.batches:
-                    row, best = self.batch(shape, batch, space, fitting, winners)
+                    row, best = self.batch(shape, batch, space, fitting, winners, model)
                     self.rows.append(row)
                     if best is not None:
                         winners.setdefault(job, {})[batch] = best
@@ -317,36 +324,28 @@ class _Run:
             self.progress("warning", {"message": f"{layer.key()}: no config ran for some batch "
                                                  f"sizes; no config file written"})
 
-    def prefetch_order(self, shape: TuneShape, fitting: list[Any]) -> list[Any]:
+    def prefetch_order(self, fitting: list[Any], model: _Predictions) -> list[Any]:
         """The `prefetch` fraction of `fitting`: each batch size's model ranking, taken in turns
         (rank 1 at every batch, then rank 2, ...), earlier batch sizes first within a turn."""
         count = int(self.req.prefetch * len(fitting))
         if count <= 0 or not fitting:
             return []
-        dev = perfmodel.Device.from_gpu(self.gpu, shape.dtype)
-        smem = getattr(self.target, "smem_bytes", None)
-        rankings = [sorted(fitting, key=lambda c: (perfmodel.predict_us(
-            c, shape, b, dev, smem(c, shape) if smem else 0), c)) for b in self.req.batches]
+        rankings = [sorted(fitting, key=lambda c, p=model.at(b): (p(c), c)) for b in self.req.batches]
         order = dict.fromkeys(c for turn in zip(*rankings) for c in turn)
         return list(order)[:count]
 
     def batch(self, shape: TuneShape, batch: int, space: list[Any], fitting: list[Any],
-              winners: dict[str, dict[int, Any]]) -> tuple[Row, Any | None]:
+              winners: dict[str, dict[int, Any]], model: _Predictions) -> tuple[Row, Any | None]:
         """One search: the strategy's pick, checked against the reference, with its context."""
         done = len(self.rows)
         self.progress("job", {"shape": shape.key(), "job": shape.gemm, "batch": batch,
                               "index": done, "total": self.total})
-        dev = perfmodel.Device.from_gpu(self.gpu, shape.dtype)
         configs = tuple(_restrict(self.target, shape.gemm, batch, fitting, winners))
         prev = winners.get(shape.gemm, {})
         # Neighbouring batch sizes' winners, then the target's default config (timed for the
         # row anyway): a pick is never slower than what the engine would run untuned.
         default = self.target.default_config(shape, batch)
         seeds = tuple(prev[b] for b in sorted(prev, key=lambda b: abs(b - batch)))
-        smem = getattr(self.target, "smem_bytes", None)
-
-        def predict(c: Any) -> float:
-            return perfmodel.predict_us(c, shape, batch, dev, smem(c, shape) if smem else 0)
 
         def evaluate(cs: Sequence[Any]) -> list[Result]:
             return self.evaluator(shape, batch, cs)
@@ -357,7 +356,7 @@ class _Run:
         # Configs this job already tried at other batch sizes are compiled: cheap to time. (The
         # run's own history, not the journal's, so a resumed run retraces the same searches.)
         warm = frozenset(self.tried.setdefault(shape.key(), set()))
-        space_now = SearchSpace(configs, predict, seeds, warm=warm, baseline=default)
+        space_now = SearchSpace(configs, model.at(batch), seeds, warm=warm, baseline=default)
         result = self.strategy.search(space_now, evaluate, Budget(self.req.trials, per_search),
                                       self.options)
         self.tried[shape.key()].update(c for c, _ in result.measured)
@@ -371,7 +370,7 @@ class _Run:
                 failures[r.kind] = failures.get(r.kind, 0) + 1
         row = Row(shape.key(), shape.gemm, batch, best,
                   time_of(result_of(result.measured, best)) if best else None,
-                  perfmodel.floor_us(shape, batch, dev),
+                  perfmodel.floor_us(shape, batch, model.dev),
                   default_r.time_us if isinstance(default_r, Ok) else None,
                   result.trials, len(space), len(space) - len(fitting), failures, round(search_s, 3))
         if batch in self.req.exhaustive_at:
@@ -381,6 +380,37 @@ class _Run:
             row.exhaustive_trials = ex.trials
             row.exhaustive_s = round(time.monotonic() - t1, 3)
         return row, best
+
+
+class _Predictions:
+    """The performance model's times for one GEMM job's configs, each computed once per batch
+    size (the prefetch order and every search of the job read the same figures)."""
+
+    def __init__(self, target: Any, shape: TuneShape, gpu: Any):
+        self.shape = shape
+        self.dev = perfmodel.Device.from_gpu(gpu, shape.dtype)
+        self._smem_of = getattr(target, "smem_bytes", None)
+        self._smem: dict[Any, int] = {}
+        self._times: dict[int, dict[Any, float]] = {}
+
+    def at(self, batch: int) -> Callable[[Any], float]:
+        """predict(config) -> microseconds at `batch`."""
+        times = self._times.setdefault(batch, {})
+
+        def predict(c: Any) -> float:
+            t = times.get(c)
+            if t is None:
+                t = times[c] = perfmodel.predict_us(c, self.shape, batch, self.dev, self._smem_bytes(c))
+            return t
+        return predict
+
+    def _smem_bytes(self, c: Any) -> int:
+        if self._smem_of is None:
+            return 0
+        b = self._smem.get(c)
+        if b is None:
+            b = self._smem[c] = self._smem_of(c, self.shape)
+        return b
 
 
 def result_of(measured: Sequence[tuple[Any, Result]], config: Any) -> Result:
@@ -400,7 +430,7 @@ def _checked_best(ranked: list[tuple[Any, Result]], shape: TuneShape, batch: int
         key = f"check:{shape.key()}"
         known = journal.lookup(name, key, batch, config)
         if known is None:
-            reply = bench_pool.map("check", [(config, shape, batch)])[0]
+            reply = bench_pool.call("check", config, shape, batch)
             known = Ok(0.0) if reply is None else (
                 LaunchFailed(f"wrong result: {reply}") if isinstance(reply, str) else reply)
             journal.record(name, key, batch, config, known)

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -195,18 +195,10 @@ class RequestPool(ABC):
     def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
         """One request's reply, or a failure value; thread-safe."""
 
-    def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]],
-            on_done: Callable[[int, Any], None] | None = None) -> list[Any]:
+    def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]]) -> list[Any]:
         if self._threads is None:
             self._threads = ThreadPoolExecutor(max_workers=self.size)
-
-        def one(i: int) -> Any:
-            out = self.call(op, *items[i])
-            if on_done is not None:
-                on_done(i, out)
-            return out
-
-        return list(self._threads.map(one, range(len(items))))
+        return list(self._threads.map(lambda item: self.call(op, *item), items))
 
     def close(self) -> None:
         if self._threads is not None:
