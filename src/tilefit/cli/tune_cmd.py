@@ -12,6 +12,9 @@ from typing import Any
 
 from tilefit.cli.args import add_json_arg, int_list, positive_int
 from tilefit.errors import UsageError
+from tilefit.tune.device import (
+    local_gpus as _local_gpus,  # module attribute: tests replace it
+)
 
 # The batch sizes vLLM's and SGLang's tuners sweep (FACTS.md section 5).
 STANDARD_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
@@ -99,42 +102,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--replay", metavar="FILE", help=argparse.SUPPRESS)
     add_json_arg(p)
     p.set_defaults(func=run)
-
-
-def _local_gpus() -> tuple[list[int], str | None]:
-    """(indices, driver name of the first) of the NVIDIA GPUs this process may use, via NVML
-    (which sees every GPU, so CUDA_VISIBLE_DEVICES narrows its list), else torch."""
-    import os
-
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    try:
-        if any(not v.isdigit() for v in visible):
-            raise ValueError("GPU UUIDs in CUDA_VISIBLE_DEVICES: let torch resolve them")
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            n = pynvml.nvmlDeviceGetCount()
-            if "CUDA_VISIBLE_DEVICES" in os.environ:
-                physical = [int(v) for v in visible if v.isdigit() and int(v) < n]
-            else:
-                physical = list(range(n))
-            if not physical:
-                return [], None
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(physical[0]))
-            return list(range(len(physical))), (name.decode() if isinstance(name, bytes) else name)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no nvml module, no driver: ask torch
-        pass
-    try:
-        import torch
-    except ImportError:
-        return [], None
-    if not torch.cuda.is_available():
-        return [], None
-    n = torch.cuda.device_count()
-    return list(range(n)), torch.cuda.get_device_name(0) if n else None
 
 
 def build_request(args: argparse.Namespace) -> Any:

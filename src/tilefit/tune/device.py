@@ -147,3 +147,39 @@ def _with(base: GPU | None, arch: Arch, sms: int, memory_gb: float, bandwidth: f
                memory_gb=memory_gb, mem_bandwidth_gbps=bandwidth,
                tflops=tuple(sorted(tflops)), nvlink_gbps=base.nvlink_gbps if base else 0.0,
                pcie_gen=base.pcie_gen if base else 0, sources=sources)
+
+
+def local_gpus() -> tuple[list[int], str | None]:
+    """(indices, driver name of the first) of the NVIDIA GPUs this process may use, via NVML
+    (which sees every GPU, so CUDA_VISIBLE_DEVICES narrows its list), else torch."""
+    import os
+
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    try:
+        if any(not v.isdigit() for v in visible):
+            raise ValueError("GPU UUIDs in CUDA_VISIBLE_DEVICES: let torch resolve them")
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            n = pynvml.nvmlDeviceGetCount()
+            if "CUDA_VISIBLE_DEVICES" in os.environ:
+                physical = [int(v) for v in visible if v.isdigit() and int(v) < n]
+            else:
+                physical = list(range(n))
+            if not physical:
+                return [], None
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(physical[0]))
+            return list(range(len(physical))), (name.decode() if isinstance(name, bytes) else name)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no nvml module, no driver: ask torch
+        pass
+    try:
+        import torch
+    except ImportError:
+        return [], None
+    if not torch.cuda.is_available():
+        return [], None
+    n = torch.cuda.device_count()
+    return list(range(n)), torch.cuda.get_device_name(0) if n else None

@@ -247,9 +247,9 @@ def ray_pools(spec: TargetSpec, options: RayOptions, *, compile_timeout: float,
 
 
 def _gpu_name() -> str | None:
-    from tilefit.cli.tune_cmd import _local_gpus
+    from tilefit.tune.device import local_gpus
 
-    return _local_gpus()[1]
+    return local_gpus()[1]
 
 
 def cluster_gpu_name(address: str) -> str | None:
