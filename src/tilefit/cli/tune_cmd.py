@@ -12,9 +12,8 @@ from typing import Any
 
 from tilefit.cli.args import add_json_arg, int_list, positive_int
 from tilefit.errors import UsageError
-from tilefit.tune.device import (
-    local_gpus as _local_gpus,  # module attribute: tests replace it
-)
+# A module attribute, so that tests can replace it.
+from tilefit.tune.device import local_gpus as _local_gpus
 
 # The batch sizes vLLM's and SGLang's tuners sweep (FACTS.md section 5).
 STANDARD_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
