@@ -86,16 +86,17 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
                              f"pass --layouts with layouts that fit the model") from None
     measured = _measure(model, plans, args) if args.measure else {}
     rows = []
+    shares = [p.memory_share(gpu.memory_bytes) for p in plans]
     for b in args.batch:
         times = [layer_time(p, gpu, b, link, assumptions) for p in plans]
         # Only a layout whose expert weights fit in GPU memory can win.
-        fitting = [t for p, t in zip(plans, times) if p.memory_share(gpu.memory_bytes) <= 1]
+        fitting = [t for share, t in zip(shares, times) if share <= 1]
         best = min(fitting, key=lambda t: t.total_us) if fitting else None
         batch_rows = []
-        for p, t in zip(plans, times):
+        for p, t, share in zip(plans, times, shares):
             row = {**t.as_dict(), "model_ms": t.total_us * model.moe_layers / 1e3, "winner": t is best,
                    "slowdown_vs_winner": t.total_us / best.total_us if best else None,
-                   "weights_memory_share": p.memory_share(gpu.memory_bytes)}
+                   "weights_memory_share": share}
             m = measured.get((p.layout.label(), b))
             if m is not None:
                 row["measured"] = _measured_fields(m, t, p.layout, args.ep_comm)

@@ -102,6 +102,7 @@ class _RankLayer:
         self.w2 = (torch.randn((self.local, h, self.i_tp), generator=g, device=device,
                                dtype=self.dtype) / self.i_tp ** 0.5)
         self.arch = None
+        self._configs: dict[int, tuple[Any, Any]] = {}
         if spec.backend == "triton":
             from tilefit.hw.catalog import arch_for_cc
 
@@ -118,7 +119,12 @@ class _RankLayer:
 
     def configs(self, batch: int) -> tuple[Any, Any]:
         """The engines' default configs for this batch (gemm2 takes gemm1's BLOCK_SIZE_M: one
-        alignment serves both)."""
+        alignment serves both); looked up once per batch, outside the timed repetitions."""
+        if batch not in self._configs:
+            self._configs[batch] = self._default_configs(batch)
+        return self._configs[batch]
+
+    def _default_configs(self, batch: int) -> tuple[Any, Any]:
         from tilefit.kernels.triton_moe import FAMILY
 
         s = self.spec

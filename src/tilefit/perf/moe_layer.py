@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from tilefit.hw.catalog import GPU
 from tilefit.layout.plan import GemmShape, LayerPlan
-from tilefit.layout.routing import routing_stats
+from tilefit.layout.routing import expected_active_experts, routing_stats
 from tilefit.perf.interconnect import Interconnect
 
 EP_COMM = ("allreduce", "alltoall")
@@ -121,11 +121,11 @@ def layer_time(plan: LayerPlan, gpu: GPU, batch: int, link: Interconnect, a: Ass
                ) -> LayerTime:
     """Predicted time of one MoE layer at `batch` tokens on the busiest GPU of `plan`'s layout."""
     m, lay = plan.model, plan.layout
-    stats = routing_stats(batch, m.num_experts, m.top_k, lay.ep)
     local = plan.local_experts
-    rows = stats.assignments_per_gpu_max_mean if lay.ep > 1 else batch * m.top_k
+    rows = (routing_stats(batch, m.num_experts, m.top_k, lay.ep).assignments_per_gpu_max_mean
+            if lay.ep > 1 else batch * m.top_k)
     # Distinct experts hit by `rows` assignments spread uniformly over the GPU's local experts.
-    active = local * (1.0 - (1.0 - 1.0 / local) ** rows)
+    active = expected_active_experts(rows, local, local, 1)
     dtype = compute_dtype(gpu, m.weight_dtype)
     gemms = []
     for g in plan.gemms:

@@ -64,10 +64,6 @@ _CASES: dict[str, type] = {c.kind: c for c in (Ok, DoesNotFit, CompileFailed, La
                                                Timeout, Crashed)}
 
 
-def is_ok(result: Result) -> bool:
-    return isinstance(result, Ok)
-
-
 def time_of(result: Result) -> float:
     """Time for ranking: failures rank after every measured config."""
     return result.time_us if isinstance(result, Ok) else float("inf")
