@@ -29,8 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-JOURNAL_NAME = "journal.jsonl"  # tilefit.tune.run.JOURNAL
-STANDARD = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
+from tilefit.cli.tune_cmd import STANDARD_BATCHES as STANDARD
+from tilefit.tune.run import JOURNAL as JOURNAL_NAME
+
 CHECKED = (1, 64, 1024, 4096)
 GROUPED_MM_AT = (1, 16, 64, 256, 1024, 4096)
 
@@ -85,11 +86,10 @@ def grouped_mm_us(shape: Any, batch: int, seed: int = 0) -> float | str:
     import torch
     from triton.testing import do_bench
 
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    scores = torch.rand(batch, shape.total_experts, generator=g)
-    ids = scores.topk(shape.topk, dim=1).indices.reshape(-1)
-    ids = ids[ids < shape.experts]
-    counts = torch.bincount(ids, minlength=shape.experts)
+    from tilefit.tune.targets.tilefit_moe import routing
+
+    ids = routing(shape, batch, seed)[0].reshape(-1).long()
+    counts = torch.bincount(ids[ids >= 0], minlength=shape.experts)
     n, k = shape.nk
     rows = int(counts.sum())
     a = torch.randn(max(rows, 1), k, dtype=torch.bfloat16, device="cuda")[:rows]
@@ -156,7 +156,7 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
             sys.exit(f"--from-journals: replaying needed new measurements ({', '.join(grown)}): "
                      f"this code does not retrace that run (strategy options?)")
     ex_rows = {(r.job, r.batch): r for r in exhaustive.rows}
-    ex_measured = _journal_times(work / "exhaustive" / "journal.jsonl")
+    ex_measured = _journal_times(work / "exhaustive" / JOURNAL_NAME)
 
     dev, figures = (None, {}) if args.target == "fake" or args.from_journals else \
         measured_device(args.gpu, args.dtype)
@@ -204,10 +204,10 @@ def run_layout(args: argparse.Namespace) -> dict[str, Any]:
         "shape": layer.as_dict(), "device_name": device_name, "devices": list(map(str, devices)),
         "compile_workers": common["compile_workers"], "measured_device": figures,
         "resumed_entries": {"fast": fast.resumed_entries, "exhaustive": exhaustive.resumed_entries},
-        "fast_compiles": _compiles(work / "fast" / "journal.jsonl"),
-        "exhaustive_compiles": _compiles(work / "exhaustive" / "journal.jsonl"),
-        "fast_journal_active_s": active_seconds(work / "fast" / "journal.jsonl"),
-        "exhaustive_journal_active_s": active_seconds(work / "exhaustive" / "journal.jsonl"),
+        "fast_compiles": _compiles(work / "fast" / JOURNAL_NAME),
+        "exhaustive_compiles": _compiles(work / "exhaustive" / JOURNAL_NAME),
+        "fast_journal_active_s": fast_s,
+        "exhaustive_journal_active_s": ex_active,
         "fast_wall_s": fast.wall_s, "fast_search_s": sum(r.search_s for r in fast.rows),
         "exhaustive_wall_s": exhaustive.wall_s, "exhaustive_search_s": ex_s,
         "exhaustive_checked_jobs": checked_jobs,
