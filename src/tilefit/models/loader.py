@@ -43,9 +43,14 @@ def _first(cfg: dict[str, Any], fields: tuple[str, ...]) -> tuple[str, Any] | tu
     return None, None
 
 
+def _is_integral(v: Any) -> bool:
+    """An int, or a finite float with no fraction (JSON writers emit 8.0); never a bool."""
+    return (not isinstance(v, bool) and isinstance(v, (int, float))
+            and not (isinstance(v, float) and not math.isfinite(v)) and v == int(v))
+
+
 def _positive_int(where: str, field: str, value: Any, *, maximum: int = MAX_DIM) -> int:
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or (isinstance(value, float) and not math.isfinite(value)) or value != int(value)):
+    if not _is_integral(value):
         raise UsageError(f"{where}: {field} = {value!r} is not an integer")
     if not 0 < value <= maximum:
         raise UsageError(f"{where}: {field} = {value} is out of range (expected 1..{maximum:,})")
@@ -111,8 +116,7 @@ def _count_field(lm: dict[str, Any], field: str, where: str, *, minimum: int = 0
     v = lm.get(field)
     if v is None:
         return None
-    if (isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not math.isfinite(v))
-            or v != int(v) or not minimum <= v <= 100_000):
+    if not _is_integral(v) or not minimum <= v <= 100_000:
         raise UsageError(f"{where}: {field} = {v!r} is not an integer in {minimum}..100000")
     return int(v)
 

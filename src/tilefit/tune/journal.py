@@ -86,10 +86,15 @@ class Journal:
 
     def _drop_torn_tail(self) -> None:
         """Cut a partial last line so the next append starts on a fresh line."""
-        data = self.path.read_bytes()
-        if data and not data.endswith(b"\n"):
-            with open(self.path, "r+b") as f:
-                f.truncate(data.rfind(b"\n") + 1)
+        with open(self.path, "r+b") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            f.seek(size - 1)
+            if f.read(1) == b"\n":
+                return
+            f.seek(0)  # torn: only then is the journal read a second time
+            f.truncate(f.read().rfind(b"\n") + 1)
 
     def lookup(self, target: str, shape: str, batch: int | None,
                config: MoEConfig) -> Result | None:
