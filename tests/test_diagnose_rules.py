@@ -84,3 +84,16 @@ def test_unsupported_tile_enum_keeps_k_in_bytes_and_cluster_form_reads_elements(
     fc = d.failure(ev.UNSUPPORTED_TILE)
     assert fc is not None and fc.tiles == ["256x128x128B", "128x256x128"]
     assert d.arch == "sm120"
+
+
+def test_finalize_advice_comes_from_the_engines_remedies_table():
+    from types import SimpleNamespace
+
+    from tilefit.diagnose.explain import _tile_remedy
+    from tilefit.engines import remedies
+
+    for engine in ("sglang", "trtllm"):
+        setting = next(r.setting for r in remedies(engine, "flashinfer-cutlass", kinds=("finalize",))
+                       if r.setting)
+        assert f"{setting} turns it off" in _tile_remedy(SimpleNamespace(engine=engine), {"finalize": True})
+    assert "turns it off" not in _tile_remedy(SimpleNamespace(engine="vllm"), {"finalize": True})

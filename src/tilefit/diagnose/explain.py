@@ -132,8 +132,10 @@ def _triton_oor(fc: FailureClass, arch: Any, *, fatal: bool, hints: dict[str, An
                    "process stopped"
     else:
         finding += f"; {fc.survived} of {fc.count} were skipped configs (the run went on)"
+    from tilefit.engines.lookup import SGLANG_ENV, VLLM_ENV
+
     remedy = ("lower num_stages, or BLOCK_SIZE_K / BLOCK_SIZE_N; give the engine a tuned config file for "
-              "this GPU (vLLM: VLLM_TUNED_CONFIG_FOLDER, SGLang: SGLANG_MOE_CONFIG_DIR), or run "
+              f"this GPU (vLLM: {VLLM_ENV}, SGLang: {SGLANG_ENV}), or run "
               "`tilefit tune`; `tilefit fit --family triton-moe` shows which configs fit")
     return Explanation(ev.TRITON_OOR, finding, remedy)
 
@@ -300,13 +302,21 @@ def _tile_remedy(d: Diagnosis, fields: dict[str, Any]) -> str:
                  f"`tilefit fit --family {CUTLASS_FAMILY} --emit-blocklist` prints the tactics predicted to "
                  "fail"]
     if fields.get("finalize") or fields.get("finalize_tiles") or fields.get("gemm") == "gemm2":
-        if d.engine == "sglang":
-            steps.append("the fused-finalize GEMM2 epilogue needs more shared memory: "
-                         "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0 turns it off")
-        elif d.engine == "trtllm":
-            steps.append("the fused-finalize GEMM2 epilogue needs more shared memory: "
-                         "moe_config.disable_finalize_fusion: true turns it off")
+        switch = _finalize_switch(d.engine)
+        if switch:
+            steps.append(f"the fused-finalize GEMM2 epilogue needs more shared memory: {switch} turns it off")
     return "; ".join(steps)
+
+
+def _finalize_switch(engine: str | None) -> str | None:
+    """The engine's setting that turns fused finalize off (engines' remedies table), if it has one."""
+    from tilefit.engines import remedies
+    from tilefit.engines.types import ENGINES
+
+    if engine not in ENGINES:
+        return None
+    return next((r.setting for r in remedies(engine, CUTLASS_FAMILY, kinds=("finalize",)) if r.setting),
+                None)
 
 
 def _arch(name: str | None) -> Any:
