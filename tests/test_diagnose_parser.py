@@ -150,7 +150,8 @@ def test_parallel_reader_matches_the_serial_one(tmp_path, piece):
     path.write_bytes(data)
     serial = diagnose_bytes(data)
     tracker = Tracker(default_rules())
-    lines, nbytes = scan_file(str(path), tracker.process, workers=2, detail_lines=DETAIL_LINES, piece=piece)
+    lines, nbytes = scan_file(str(path), tracker.process, workers=2, detail_lines=DETAIL_LINES,
+                              gate=tracker.rules.gate, piece=piece)
     par = tracker.finish(lines, nbytes)
     assert (lines, nbytes) == (serial.lines, serial.bytes) == (data.count(b"\n") + 1, len(data))
     assert summary(par) == summary(serial)
@@ -187,3 +188,24 @@ def test_no_process_pool_falls_back_to_serial(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "scan_file", broken)
     d = diagnose_file(str(path), workers=2)
     assert d.verdict == "recovered" and d.failure(ev.KILLED) is None
+
+
+def test_parallel_reader_gates_with_the_diagnosers_own_rules(tmp_path):
+    """A Diagnoser with a rule the default set lacks reads a large file in parallel exactly as it
+    reads it serially: the workers gate with its rules, not the default ones."""
+    from tilefit.diagnose import Diagnoser
+    from tilefit.diagnose import events as ev
+    from tilefit.diagnose.parallel import PIECE
+    from tilefit.diagnose.rules import RuleSet, all_rules
+
+    line = b"WORKER 3 OOMKILLED by the site watchdog\n"
+    extra = ev.Rule("site-watchdog", "vllm", ev.ENGINE_DIED, ev.FATAL, "OOMKILLED", line.decode().strip())
+    one = (LOGS / "sglang_sm120_tactics_recovered.log").read_bytes()
+    path = tmp_path / "big.log"
+    path.write_bytes(one * (4 * PIECE // len(one) + 1) + line)
+    found = []
+    for workers in (1, 2):
+        dg = Diagnoser(rules=RuleSet((*all_rules(), extra)))
+        dg.read_file(str(path), workers=workers)
+        found.append(dg.result(explain_it=False).failure(ev.ENGINE_DIED) is not None)
+    assert found == [True, True]

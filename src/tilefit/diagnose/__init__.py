@@ -64,7 +64,7 @@ class Diagnoser:
 
             try:
                 self._counts = scan_file(path, self.tracker.process, workers=workers,
-                                         detail_lines=DETAIL_LINES)
+                                         detail_lines=DETAIL_LINES, gate=self.tracker.rules.gate)
                 self.closed = True
                 return
             except (BrokenProcessPool, ImportError, NotImplementedError, PermissionError):

@@ -11,6 +11,7 @@ the piece's end. Memory stays bounded: at most two pieces per worker are in flig
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -23,11 +24,10 @@ READ = 1 << 20
 Record = tuple[int, list[str], bool]  # (line number within the piece, segments, gated)
 
 
-def _scan_piece(path: str, start: int, stop: int, detail_lines: int,
+def _scan_piece(path: str, start: int, stop: int, detail_lines: int, gate: bytes,
                 max_line: int = MAX_LINE) -> tuple[int, list[Record]]:
-    """Lines starting in [start, stop): their count, and the records this piece owes the tracker."""
-    from tilefit.diagnose.rules import default_rules
-
+    """Lines starting in [start, stop): their count, and the records this piece owes the tracker.
+    `gate`: the rule set's gate pattern (sent as its source: a compiled pattern is rebuilt here)."""
     records: list[Record] = []
 
     def collect(line: int, segments: list[str], gated: bool) -> int:
@@ -41,7 +41,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int,
             return 0
         return -1
 
-    scanner = LineScanner(default_rules().gate, collect, max_line=max_line)
+    scanner = LineScanner(re.compile(gate), collect, max_line=max_line)
     scanner.open_window(detail_lines)  # leading frames may continue the previous piece's backtrace
     with open(path, "rb") as f:
         pos = 0 if start == 0 else _first_line_start(f, start, stop)
@@ -85,8 +85,9 @@ def _first_line_start(f, start: int, stop: int) -> int | None:
 
 
 def scan_file(path: str, process: Callable[[int, list[str], bool], int], *, workers: int,
-              detail_lines: int, piece: int = PIECE) -> tuple[int, int]:
-    """Feed `process` the lines of `path` that the serial reader would; returns (lines, bytes)."""
+              detail_lines: int, gate: re.Pattern[bytes], piece: int = PIECE) -> tuple[int, int]:
+    """Feed `process` the lines of `path` that the serial reader would (gated by `gate`, the
+    tracker's rule set's); returns (lines, bytes)."""
     size = os.path.getsize(path)
     starts = list(range(0, size, piece)) or [0]
     base = 0
@@ -98,7 +99,8 @@ def scan_file(path: str, process: Callable[[int, list[str], bool], int], *, work
         while nxt < len(starts) or pending:
             while nxt < len(starts) and len(pending) < 2 * workers:
                 s = starts[nxt]
-                pending.append(ex.submit(_scan_piece, path, s, min(size, s + piece), detail_lines))
+                pending.append(ex.submit(_scan_piece, path, s, min(size, s + piece), detail_lines,
+                                         gate.pattern))
                 nxt += 1
             nlines, records = pending.popleft().result()
             for local, segments, gated in records:
