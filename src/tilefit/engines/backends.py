@@ -12,10 +12,10 @@ from typing import Any
 
 from tilefit._toml import load_package_toml
 from tilefit.engines.types import (
-    OVERRIDES, BackendChoice, Source, VersionRange, check_engine, check_weight_dtype,
+    OVERRIDES, BackendChoice, Source, VersionRange, check_arch, check_engine, check_weight_dtype,
     parse_version)
 from tilefit.errors import UsageError
-from tilefit.hw.catalog import Arch, get_arch
+from tilefit.hw.catalog import Arch
 
 # The engine's own spelling of the two families, and the switch that selects each.
 _SELECT = {
@@ -55,10 +55,6 @@ def _family_dtype(rule_dtype: str, weight_dtype: str) -> str:
     return "fp8" if weight_dtype.startswith("fp8") else weight_dtype
 
 
-def _arch(arch: Arch | str) -> Arch:
-    return arch if isinstance(arch, Arch) else get_arch(str(arch))
-
-
 def _matches(rule: dict[str, Any], engine: str, dtype: str, arch: str, version: str | None,
              ep: int) -> bool:
     if rule["engine"] != engine:
@@ -85,7 +81,7 @@ def resolve_backend(engine: str, weight_dtype: str, arch: Arch | str, *,
     """
     engine = check_engine(engine)
     dtype = check_weight_dtype(weight_dtype)
-    a = _arch(arch)
+    a = check_arch(arch)
     if engine_version is not None:
         parse_version(engine_version)  # reject garbage early, with the usage message
     if ep < 1:

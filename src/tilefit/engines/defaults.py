@@ -13,9 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tilefit.engines.types import Source, check_engine, engine_dtype, parse_version
+from tilefit.engines.types import NEWEST, Source, check_arch, check_engine, engine_dtype, parse_version
 from tilefit.errors import UsageError
-from tilefit.hw.catalog import Arch, get_arch
+from tilefit.hw.catalog import Arch
 
 KEYS: tuple[str, ...] = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M",
                          "num_warps", "num_stages")
@@ -147,10 +147,9 @@ def engine_default_config(engine: str, *, M: int, E: int, weight_dtype: str,
                          "CUTLASS tactics chosen by its autotuner")
     if M < 1 or E < 1:
         raise UsageError(f"batch M and experts E must be >= 1, got M={M}, E={E}")
-    a = arch if isinstance(arch, Arch) else get_arch(str(arch))
+    a = check_arch(arch)
     dtype, bs = engine_dtype(weight_dtype)
-    newest = {"vllm": "0.33.0", "sglang": "0.5.23"}[engine]
-    v = parse_version(engine_version or newest)
+    v = parse_version(engine_version or NEWEST[engine])
     if engine == "vllm":
         raw, branch, key = _vllm(M, E, dtype, bs, v)
     else:

@@ -11,10 +11,10 @@ from typing import Any
 
 from tilefit._toml import load_package_toml
 from tilefit.engines.types import (
-    FAMILIES, Fatality, FinalizeState, Remedy, Source, VersionRange, check_engine,
-    parse_version)
+    FAMILIES, NEWEST, Fatality, FinalizeState, Remedy, Source, VersionRange, check_arch,
+    check_engine, parse_version)
 from tilefit.errors import UsageError
-from tilefit.hw.catalog import Arch, get_arch
+from tilefit.hw.catalog import Arch
 
 REMEDY_KINDS: tuple[str, ...] = ("tuned-config", "blocklist", "finalize", "backend", "warning")
 # The CUDA-graph corruption reports (FlashInfer #4841) are for SM120-class parts only.
@@ -62,8 +62,7 @@ def remedies(engine: str, family: str, *, arch: Arch | str | None = None,
         bad = [k for k in kinds if k not in REMEDY_KINDS]
         if bad:
             raise UsageError(f"unknown remedy kind {bad[0]!r}; use {', '.join(REMEDY_KINDS)}")
-    arch_name = None if arch is None else (
-        arch.name if isinstance(arch, Arch) else get_arch(str(arch)).name)
+    arch_name = None if arch is None else check_arch(arch).name
     sources, _, rows = _table()
     fill = {"dir": dir or "<dir>", "name": name or "<config file>", "file": file or "<file.json>"}
     out = []
@@ -116,7 +115,7 @@ def fused_finalize(engine: str, *, engine_version: str | None = None,
         on = not trtllm_disable_finalize_fusion
         return FinalizeState("trtllm", on, "MoeConfig.disable_finalize_fusion is "
                              f"{str(not on).lower()}", (sources["trtllm_moeconfig"],))
-    v = parse_version(engine_version or "0.5.23")
+    v = parse_version(engine_version or NEWEST["sglang"])
     src = (sources["sgl_ff_env"], sources["fi_fused_finalize"])
     if v < (0, 5, 18):
         return FinalizeState("sglang", True, "this sglang has no fused-finalize switch; "

@@ -10,12 +10,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tilefit.errors import UsageError
+from tilefit.hw.catalog import Arch, get_arch
 from tilefit.versions import parse_version as _parse_version
 
 ENGINES: tuple[str, ...] = ("sglang", "vllm", "trtllm")
 FAMILIES: tuple[str, ...] = ("triton-moe", "flashinfer-cutlass")
 WEIGHT_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp8-block", "nvfp4", "mxfp4")
 OVERRIDES: tuple[str, ...] = ("auto", "triton", "flashinfer-cutlass")
+# The newest version of each engine whose source tilefit read: what `engine_version=None` means.
+NEWEST: dict[str, str] = {"vllm": "0.33.0", "sglang": "0.5.23"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +158,11 @@ def check_engine(engine: str) -> str:
     if e not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
     return e
+
+
+def check_arch(arch: Arch | str) -> Arch:
+    """An Arch, or the catalog's entry for a name (a UsageError listing the known ones)."""
+    return arch if isinstance(arch, Arch) else get_arch(str(arch))
 
 
 def check_weight_dtype(dtype: str) -> str:
