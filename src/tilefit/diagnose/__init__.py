@@ -38,10 +38,14 @@ class Diagnoser:
                  family_loader: Any = None):
         self.gpu, self.arch = gpu, arch
         self.family_loader = family_loader
-        self.tracker = Tracker(rules or default_rules())
-        self.scanner = LineScanner(self.tracker.rules.gate, self.tracker.process)
+        self._start(rules or default_rules())
         self.closed = False
         self._counts: tuple[int, int] | None = None  # (lines, bytes) when read by read_file
+
+    def _start(self, rules: RuleSet) -> None:
+        """Fresh reading state (tracker and line scanner) for `rules`."""
+        self.tracker = Tracker(rules)
+        self.scanner = LineScanner(rules.gate, self.tracker.process)
 
     def feed(self, data: bytes) -> None:
         self.scanner.feed(data)
@@ -55,7 +59,6 @@ class Diagnoser:
         """Read a whole regular file; a large one is gated by `workers` processes (default: up to
         3, one per core), with the same result as feeding it serially."""
         from tilefit.diagnose.parallel import PIECE, default_workers, scan_file
-        from tilefit.diagnose.parser import CHUNK
         from tilefit.diagnose.verdict import DETAIL_LINES
 
         workers = default_workers() if workers is None else workers
@@ -70,14 +73,15 @@ class Diagnoser:
             except (BrokenProcessPool, ImportError, NotImplementedError, PermissionError):
                 # No process pool here (a sandbox without semaphores, a killed worker): start
                 # over serially with fresh state.
-                self.tracker = Tracker(self.tracker.rules)
-                self.scanner = LineScanner(self.tracker.rules.gate, self.tracker.process)
+                self._start(self.tracker.rules)
         with open(path, "rb") as f:
-            while True:
-                data = f.read(CHUNK)
-                if not data:
-                    break
-                self.feed(data)
+            self.read_stream(f)
+
+    def read_stream(self, stream: BinaryIO, chunk: int = CHUNK) -> None:
+        """Feed `stream` to its end in chunks (constant memory), then close."""
+        read = stream.read
+        while data := read(chunk):
+            self.feed(data)
         self.close()
 
     def result(self, *, explain_it: bool = True) -> Diagnosis:
@@ -96,13 +100,7 @@ def diagnose_stream(stream: BinaryIO, *, gpu: str | None = None, arch: str | Non
                     chunk: int = CHUNK, family_loader: Any = None) -> Diagnosis:
     """Read `stream` to the end in chunks (constant memory) and diagnose it."""
     dg = Diagnoser(gpu=gpu, arch=arch, family_loader=family_loader)
-    read = stream.read
-    while True:
-        data = read(chunk)
-        if not data:
-            break
-        dg.feed(data)
-    dg.close()
+    dg.read_stream(stream, chunk)
     return dg.result()
 
 
