@@ -35,6 +35,13 @@ _NUMERIC = frozenset({"required", "limit", "count", "code", "bs", "at", "configs
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?\s*$)")
 _SPECIFIC = {k: i for i, k in enumerate(ev.CAUSE_PRIORITY + (ev.LOGGED_ERROR,))}
 _SEVERITY = {s: i for i, s in enumerate(ev.SEVERITIES)}
+_MARKER_KINDS = (ev.READY, ev.PROGRESS, ev.TRACEBACK, ev.HINT)  # lines that mark, never fail
+_QUOTED_TILE_KINDS = (ev.CUTLASS_INIT, ev.UNSUPPORTED_TILE)  # tile errors a caught tactic quotes
+
+
+def _specificity(kind: str) -> int:
+    """Rank of a failure kind as a cause: lower is more specific (unlisted kinds last)."""
+    return _SPECIFIC.get(kind, len(_SPECIFIC))
 
 
 @dataclass
@@ -165,9 +172,9 @@ class Tracker:
         if self.traceback is not None and rank is None:
             rank = self.traceback.rank
         want = 0
-        failures = [(r, f) for r, f in matches if r.kind not in (ev.READY, ev.PROGRESS, ev.TRACEBACK, ev.HINT)]
+        failures = [(r, f) for r, f in matches if r.kind not in _MARKER_KINDS]
         for r, f in matches:
-            if r.kind in (ev.READY, ev.PROGRESS, ev.TRACEBACK, ev.HINT):
+            if r.kind in _MARKER_KINDS:
                 e = Event(line, r.kind, r.severity, r.engine, r.name, text.strip(), rank, when, dict(r.fields))
                 e.fields.update(f)
                 self._marker(e)
@@ -238,7 +245,7 @@ class Tracker:
         else:
             # "RuntimeError: <what>" is an exception line by form; a rule that names <what> wins.
             named = [k for k in kinds if k != ev.EXCEPTION] or kinds
-            kind = min(named, key=lambda k: _SPECIFIC.get(k, len(_SPECIFIC)))
+            kind = min(named, key=_specificity)
         severity = max((r.severity for r, _ in matches), key=_SEVERITY.__getitem__)
         in_tb = self.traceback is not None
         if kind == ev.LOGGED_ERROR and in_tb:
@@ -250,7 +257,7 @@ class Tracker:
             self.traceback = None
         if kind == ev.EXIT and fields.get("code") in (0, "0", None):
             return None
-        rule = min(matches, key=lambda m: _SPECIFIC.get(m[0].kind, len(_SPECIFIC)))[0]
+        rule = min(matches, key=lambda m: _specificity(m[0].kind))[0]
         e = Event(line, kind, ev.BENIGN if skipped else severity, rule.engine, rule.name, text.strip(),
                   rank, when if when is not None else self.last_time, fields, caught=skipped)
         for r, _ in matches:
@@ -285,9 +292,8 @@ class Tracker:
         if window or e.kind in ev.TILE_KINDS:
             # A caught tactic failure owns the error lines that quote it (the next line may carry
             # "Failed to initialize cutlass ..." and then the backtrace).
-            if self.open and self.open[0].kind == ev.TACTIC_SKIPPED and e.kind in ev.TILE_KINDS \
-                    and e.line - self.open[0].line <= DETAIL_LINES and e is not self.open[0] \
-                    and e.kind != ev.TACTIC_SKIPPED:
+            if self.open and self.open[0].kind == ev.TACTIC_SKIPPED and e.kind in _QUOTED_TILE_KINDS \
+                    and e.line - self.open[0].line <= DETAIL_LINES:
                 self._absorb(self.open[0], e)
             else:
                 self.open = (e, e.line + max(window, DETAIL_LINES))
@@ -344,7 +350,7 @@ class Tracker:
         confirmed = False
         if candidates:
             verdict = FATAL
-            decisive = min(candidates, key=lambda e: (_SPECIFIC.get(e.kind, len(_SPECIFIC)), e.line))
+            decisive = min(candidates, key=lambda e: (_specificity(e.kind), e.line))
             cause = decisive.kind
             confirmed = bool(self.fatal)
         elif self.ready is not None:
