@@ -87,9 +87,8 @@ def run(args: argparse.Namespace) -> int:
     unknown = [o for o in options if o not in getattr(family, "options", ())]
     if unknown:
         from tilefit.kernels.registry import FAMILIES
-        from tilefit.kernels.registry import get_family as family_of
 
-        takers = [n for n in FAMILIES if unknown[0] in getattr(family_of(n), "options", ())]
+        takers = [n for n in FAMILIES if unknown[0] in getattr(get_family(n), "options", ())]
         raise UsageError(f"--{'/--'.join(unknown)} applies to --family {' or '.join(takers)} only")
     if args.config:
         configs = []
@@ -101,12 +100,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         configs = list(family.configs(arch, dtype, **options))
     verdicts = [family.verdict(c, arch, dtype, **options) for c in configs]
-    if args.flashinfer:
-        from tilefit.kernels.flashinfer_cutlass.catalog import version_note
-
-        note = version_note(args.flashinfer)
-        if note:
-            info(f"tilefit: note: {note}")
+    note = getattr(family, "note", None)
+    if note is not None and (text := note(**options)):
+        info(f"tilefit: note: {text}")
 
     if args.emit_blocklist:
         if not hasattr(family, "blocklist"):
@@ -120,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [_row(v, dtype, gpu) for v in shown]
     disagreements = 0
     if args.verify:
-        if len(shown) > 64:
+        if len(shown) > SHOW_LIMIT:
             info(f"verifying {len(shown)} configs with the compiler; this can take a while")
         checks = family.verify([v.config for v in shown if v.footprint], arch, dtype, **options)
         by_label = {c.config.label(): c for c in checks}

@@ -104,7 +104,8 @@ class KernelFamily(Protocol):
 
     Optional extras the CLI uses when present: `verify(configs, arch, dtype)` (the live oracle),
     `summary(verdicts)` (extra human lines), `blocklist(verdicts)` (an engine's skip list) and
-    `expand(text, config, arch, dtype)` (the catalogued configs one CLI spelling stands for).
+    `expand(text, config, arch, dtype)` (the catalogued configs one CLI spelling stands for) and
+    `note(**options)` (a caveat about the options given, or None).
     """
 
     name: str

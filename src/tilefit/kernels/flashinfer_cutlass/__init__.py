@@ -160,8 +160,8 @@ class FlashInferCutlassFamily:
         FlashInfer version pins; a mismatch is reported in each check's `extra`."""
         from tilefit.oracles import nvcc_cutlass
 
-        todo = [_on(c, arch, dtype) for c in configs if c.schedule == "tma-ws"
-                and catalog.dispatch_problem(_on(c, arch, dtype), flashinfer or c.flashinfer) is None]
+        placed = [(c, _on(c, arch, dtype)) for c in configs if c.schedule == "tma-ws"]
+        todo = [t for c, t in placed if catalog.dispatch_problem(t, flashinfer or c.flashinfer) is None]
         if not todo:
             return []
         tc, results = nvcc_cutlass.measure(todo, flashinfer_data)
@@ -220,6 +220,10 @@ class FlashInferCutlassFamily:
                 invalid.setdefault(BLOCKLIST_KEYS[t.gemm], []).append(t.tactic_id)
         return json.dumps({"invalid_tactics": {k: sorted(ids) for k, ids in sorted(invalid.items())}},
                           indent=2)
+
+    def note(self, flashinfer: str | None = None, **_options: Any) -> str | None:
+        """A caveat about the FlashInfer version asked for (e.g. not catalogued), or None."""
+        return catalog.version_note(flashinfer) if flashinfer else None
 
     def summary(self, verdicts: Sequence[FitVerdict]) -> list[str]:
         """Extra lines for humans: counts per verdict and how to hand the failures to FlashInfer."""
