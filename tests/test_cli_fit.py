@@ -109,3 +109,9 @@ def test_emit_blocklist_for_a_qualified_config_carries_its_tactic_id(cli):
             "--emit-blocklist")
     ids = json.loads(r.out)["invalid_tactics"]["trtllm::fused_moe::gemm2::MoERunner"]
     assert len(ids) == 1 and isinstance(ids[0], int)
+
+
+def test_fit_notes_a_flashinfer_version_past_the_catalogue(cli):
+    r = cli("fit", "--family", "flashinfer-cutlass", "--gpu", "rtx-pro-6000", "--dtype", "nvfp4",
+            "--flashinfer", "0.9.9")
+    assert r.code == 0 and "note: FlashInfer 0.9.9 is newer than the newest catalogued" in r.err
