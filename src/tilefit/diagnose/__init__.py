@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, BinaryIO
 
+from tilefit.diagnose.events import DETAIL_LINES
 from tilefit.diagnose.explain import Explanation, explain
 from tilefit.diagnose.parser import CHUNK, LineScanner
 from tilefit.diagnose.rules import RuleSet, default_rules
@@ -59,7 +60,6 @@ class Diagnoser:
         """Read a whole regular file; a large one is gated by `workers` processes (default: up to
         3, one per core), with the same result as feeding it serially."""
         from tilefit.diagnose.parallel import PIECE, default_workers, scan_file
-        from tilefit.diagnose.verdict import DETAIL_LINES
 
         workers = default_workers() if workers is None else workers
         if workers > 1 and os.path.getsize(path) >= 4 * PIECE:

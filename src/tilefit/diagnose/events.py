@@ -9,6 +9,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+# A failure's backtrace is read from this many following lines (and no rule window is wider: the
+# parallel reader sends at most this many frames after a gated line).
+DETAIL_LINES = 40
+
 # How much a matched line matters. Ordered: a later one outranks an earlier one.
 MARKER = "marker"    # progress, readiness, context (traceback start, a hint)
 BENIGN = "benign"    # a failure the program survives by design (a skipped tactic or config)

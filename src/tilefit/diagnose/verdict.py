@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tilefit.diagnose import events as ev
-from tilefit.diagnose.events import Event, Rule
+from tilefit.diagnose.events import DETAIL_LINES, Event, Rule
 from tilefit.diagnose.parser import (
     detail_fields, is_backtrace_frame, strip_prefix, tile_from_enum, tile_from_text,
 )
@@ -27,7 +27,6 @@ HEALTHY, RECOVERED, FATAL, IN_PROGRESS, UNKNOWN = "healthy", "recovered", "fatal
 VERDICTS = (HEALTHY, RECOVERED, FATAL, IN_PROGRESS, UNKNOWN)
 
 MAX_DISTINCT = 64       # tiles / tactics / ranks kept per failure class
-DETAIL_LINES = 40       # a failure's backtrace is read from this many following lines
 TRACEBACK_LINES = 400   # a traceback's exception line is looked for this far
 MESSAGE_CHARS = 240
 

@@ -8,10 +8,10 @@ that runs only on lines the gate let through.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from functools import lru_cache
 
-from tilefit.diagnose.events import CompiledRule, Rule
+from tilefit.diagnose.events import DETAIL_LINES, CompiledRule, Rule
 from tilefit.diagnose.rules import cutlass, flashinfer, generic, sglang, trtllm, triton, vllm
 
 ENGINE_MODULES = (sglang, vllm, trtllm, flashinfer, triton, cutlass, generic)
@@ -41,13 +41,9 @@ class RuleSet:
     """Compiled rules plus the chunk gate."""
 
     def __init__(self, rules: tuple[Rule, ...]):
-        names = [r.name for r in rules]
-        dupes = {n for n in names if names.count(n) > 1 and
-                 len({r.engine for r in rules if r.name == n}) < names.count(n)}
+        dupes = {n for (_, n), count in Counter((r.engine, r.name) for r in rules).items() if count > 1}
         if dupes:
             raise ValueError(f"duplicate rule names within an engine: {sorted(dupes)}")
-        from tilefit.diagnose.verdict import DETAIL_LINES
-
         too_wide = [r.name for r in rules if r.window > DETAIL_LINES]
         if too_wide:  # the parallel reader sends at most DETAIL_LINES frames after a gated line
             raise ValueError(f"rule windows wider than {DETAIL_LINES} lines: {too_wide}")
@@ -60,7 +56,7 @@ class RuleSet:
         # Per line: which gate needles occur, then only the rules holding them. (findall does not
         # report a needle that starts inside another's match; no two gate needles overlap so.)
         texts = [n.decode() for n in self.needles]
-        self._find = re.compile(_trie_pattern(list(self.needles)).decode())
+        self._find = re.compile(self.gate.pattern.decode())
         self._by_needle: dict[str, tuple[int, ...]] = {
             t: tuple(i for i, cr in enumerate(self.rules) if cr.rule.gate and t in cr.rule.needle) for t in texts}
 
