@@ -21,6 +21,9 @@ MAX_LINE = 64 << 10
 # the gate (negative: close the window). `gated` says whether the line contains a needle.
 Processor = Callable[[int, list[str], bool], int]
 
+_ISO_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
+_RANK_TAG = re.compile(r"\[(?:rank|Rank )(\d+)\]")
+_NUMBER = re.compile(r"\d+")
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
 
@@ -182,7 +185,7 @@ def _seconds(year: int, month: int, day: int, hh: int, mm: int, ss: int, frac: s
 
 
 def _ts_iso(s: str) -> float | None:
-    m = re.match(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?", s)
+    m = _ISO_TIME.match(s)
     if not m:
         return None
     y, mo, d, h, mi, se = (int(g) for g in m.groups()[:6])
@@ -226,7 +229,7 @@ def strip_prefix(text: str) -> tuple[str, str | None, float | None]:
             break
         body = body[m.end():]
     if rank is None:
-        m = re.search(r"\[(?:rank|Rank )(\d+)\]", text)
+        m = _RANK_TAG.search(text)
         if m:
             rank = f"rank{m.group(1)}"
     return body, rank, when
@@ -294,5 +297,5 @@ def tile_from_enum(value: str) -> str | None:
 
 
 def tile_from_text(text: str) -> str | None:
-    nums = re.findall(r"\d+", text)
+    nums = _NUMBER.findall(text)
     return "x".join(nums[:3]) if len(nums) >= 3 else None
