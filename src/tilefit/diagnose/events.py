@@ -12,6 +12,8 @@ from typing import Any
 # A failure's backtrace is read from this many following lines (and no rule window is wider: the
 # parallel reader sends at most this many frames after a gated line).
 DETAIL_LINES = 40
+# The device_name=... part of an engine's fused-MoE config file name (as the tuners and vLLM print it).
+DEVICE_NAME_FIELD = r"device_name=(?P<device>[^,\]'\"]+?)(?:,|\.json)"
 
 # How much a matched line matters. Ordered: a later one outranks an earlier one.
 MARKER = "marker"    # progress, readiness, context (traceback start, a hint)

@@ -14,6 +14,7 @@ E = "generic"
 
 # The final line of a traceback: a dotted exception name, then an optional message. It is matched
 # against the line with its rank/timestamp/level prefix removed (see parser.strip_prefix).
+_ALLOC = r"^(?:.*?Tried to allocate (?P<alloc>[\d.]+ [KMGT]iB))?"  # size of a CUDA OOM
 _EXC = (r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt|Failure))"
         r"(?::\s*(?P<error>.*))?$")
 
@@ -28,10 +29,10 @@ RULES = (
     Rule("torch-oom", E, CUDA_OOM, ERROR, "OutOfMemory",
          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
          "capacity of 94.97 GiB of which 1.06 GiB is free.",
-         pattern=r"^(?:.*?Tried to allocate (?P<alloc>[\d.]+ [KMGT]iB))?"),
+         pattern=_ALLOC),
     Rule("cuda-oom-text", E, CUDA_OOM, ERROR, "CUDA out of memory",
          "CUDA out of memory. Tried to allocate 512.00 MiB",
-         pattern=r"^(?:.*?Tried to allocate (?P<alloc>[\d.]+ [KMGT]iB))?"),
+         pattern=_ALLOC),
     Rule("cuda-error-oom", E, CUDA_OOM, ERROR, "CUDA error: out of memory",
          "RuntimeError: CUDA error: out of memory"),
     Rule("illegal-access", E, ILLEGAL_ACCESS, ERROR, "CUDA error: an illegal memory access",

@@ -6,7 +6,7 @@ and write the best config at the very end."""
 from __future__ import annotations
 
 from tilefit.diagnose.events import (
-    ERROR, HINT, MARKER, PROGRESS, READY, TRITON_CRASH, TRITON_OOR, Rule,
+    DEVICE_NAME_FIELD, ERROR, HINT, MARKER, PROGRESS, READY, TRITON_CRASH, TRITON_OOR, Rule,
 )
 
 E = "triton"
@@ -37,7 +37,7 @@ RULES = (
     Rule("tune-written", E, READY, MARKER, "Writing best config to",
          "Writing best config to E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
          "dtype=fp8_w8a8,block_shape=[128,128].json...",
-         pattern=r"device_name=(?P<device>[^,\]'\"]+?)(?:,|\.json)", fields=(("phase", "tuning done"),)),
+         pattern=DEVICE_NAME_FIELD, fields=(("phase", "tuning done"),)),
     Rule("triton-autotune", E, PROGRESS, MARKER, "Triton autotuning for function",
          "Triton autotuning for function fused_moe_kernel finished after 41.20s; best config selected: "
          "BLOCK_SIZE_M: 64, BLOCK_SIZE_N: 128, BLOCK_SIZE_K: 128, GROUP_SIZE_M: 1, num_warps: 4, "

@@ -3,7 +3,7 @@ engine core's death, and the fused-MoE default-config warning (no tuned file for
 
 from __future__ import annotations
 
-from tilefit.diagnose.events import ENGINE_DIED, FATAL, HINT, MARKER, PROGRESS, Rule
+from tilefit.diagnose.events import DEVICE_NAME_FIELD, ENGINE_DIED, FATAL, HINT, MARKER, PROGRESS, Rule
 
 E = "vllm"
 
@@ -40,5 +40,5 @@ RULES = (
          "(EngineCore_DP0 pid=4123) WARNING 10-06 20:04:10 [fused_moe.py:727] Using default MoE config. "
          "Performance might be sub-optimal! Config file not found at ['/vllm/model_executor/layers/"
          "fused_moe/configs/E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json']",
-         pattern=r"device_name=(?P<device>[^,\]'\"]+?)(?:,|\.json)", fields=(("hint", "default-moe-config"),)),
+         pattern=DEVICE_NAME_FIELD, fields=(("hint", "default-moe-config"),)),
 )
