@@ -5,6 +5,7 @@ swap-AB, not on the GEMM's N, so a layout change alters which tactic wins, not w
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from tilefit.check.report import FATAL, INFO, WARNING, CheckRequest, Finding
@@ -43,8 +44,7 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
             f"their shared memory was not checked",
             (f"catalogued on {arch.name}: {', '.join(family.dtypes(arch)) or 'none'}",
              "pass --backend triton to check the Triton fused-MoE path instead, if the engine can run it"))], \
-            {"family": "flashinfer-cutlass", "dtype": dtype, "flashinfer": req.flashinfer or "latest catalogued",
-             "tactics": 0, "fit": 0, "fail": 0}
+            _checked(dtype, req.flashinfer, 0, 0)
     finalize, finalize_why = _finalize_note(req, choice.engine)
     tactics = list(family.configs(arch, dtype, flashinfer=req.flashinfer))
     if finalize is False:
@@ -53,11 +53,8 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
     failing = [v for v in verdicts if not v.fits]
     fatal_info = fatality(choice.engine, "flashinfer-cutlass")
     shapes = ", ".join(f"{g.name} [{g.n} x {g.k}] x {g.groups}" for g in plan.routed)
-    from tilefit.kernels.flashinfer_cutlass.catalog import version_note
-
-    note = version_note(req.flashinfer)
-    findings = [Finding(INFO, "backend", backend.title,
-                        backend.details + (finalize_why,) + ((note,) if note else ()))]
+    note = family.note(flashinfer=req.flashinfer)
+    findings = [replace(backend, details=backend.details + (finalize_why,) + ((note,) if note else ()))]
     by_gemm = Counter(v.config.gemm for v in verdicts)
     fits_by_gemm = Counter(v.config.gemm for v in verdicts if v.fits)
     for gemm, total in sorted(by_gemm.items()):
@@ -88,9 +85,13 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
                       kinds=("warning",)):
         findings.append(Finding(WARNING, "known-risk", r.text,
                                 tuple(f"source: {src}" for src in r.as_dict()["sources"])))
-    checked = {"family": "flashinfer-cutlass", "dtype": dtype, "flashinfer": req.flashinfer or "latest catalogued",
-               "tactics": len(verdicts), "fit": len(verdicts) - len(failing), "fail": len(failing)}
-    return findings, checked
+    return findings, _checked(dtype, req.flashinfer, len(verdicts), len(failing))
+
+
+def _checked(dtype: str, flashinfer: str | None, tactics: int, failing: int) -> dict[str, Any]:
+    """The report's summary of what was checked."""
+    return {"family": "flashinfer-cutlass", "dtype": dtype, "flashinfer": flashinfer or "latest catalogued",
+            "tactics": tactics, "fit": tactics - failing, "fail": failing}
 
 
 def _with_blocklist(remedy: dict[str, Any], family: Any, failing: list, flashinfer: str | None) -> dict[str, Any]:
