@@ -1,4 +1,5 @@
-"""`import tilefit` and `tilefit plan` must not load torch, triton or other heavy optional modules."""
+"""`import tilefit`, `tilefit plan` and `tilefit check` (output piped) must not load torch, triton, ray,
+nor the terminal and plotting libraries (rich, matplotlib), which only a terminal or `report` needs."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import subprocess
 import sys
 
-HEAVY = ["torch", "triton", "ray", "pynvml", "rich"]
+HEAVY = ["torch", "triton", "ray", "pynvml", "rich", "matplotlib"]
 
 PROBE = """
 import json, sys
@@ -15,6 +16,7 @@ from tilefit.cli.main import main
 import io, contextlib
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(["plan", "--model", "glm-5", "--ep", "8", "--gpu", "rtx-pro-6000"])
+    code |= main(["check", "--model", "glm-5-nvfp4", "--ep", "8", "--gpu", "rtx-pro-6000", "--engine", "sglang"])
 print(json.dumps({"code": code, "loaded": [m for m in %r if m in sys.modules]}))
 """
 
