@@ -148,8 +148,10 @@ def test_off_grid_engine_defaults_are_marked_extrapolated(cli):
 def test_check_human_output_starts_with_the_verdict(cli):
     r = cli("check", "--model", "glm-5-nvfp4", "--gpu", "rtx-pro-6000", "--ep", "8", "--engine", "sglang",
             "--engine-version", "0.5.19")
-    first = r.out.splitlines()[0]
-    assert first.startswith("GO-WITH-WARNINGS: glm-5-nvfp4") and "cannot launch" in first
+    first, second = r.out.splitlines()[:2]
+    # A short headline (verdict and deployment), the worst finding on the line below it.
+    assert first == "GO-WITH-WARNINGS: glm-5-nvfp4 on 8 x rtx-pro-6000 (sm120), EP8, sglang 0.5.19"
+    assert second.startswith("    ") and "cannot launch" in second
     assert "FLASHINFER_TACTICS_BLOCKLIST" in r.out and "102,400 B > 101,376 B" in r.out
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from tilefit.check.report import DEFAULT_BATCHES
 from tilefit.cli.args import add_json_arg, int_list, positive_int
-from tilefit.cli.output import print_json, table
+from tilefit.cli.output import Block, Table, plain, print_json, show
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,9 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "fatal, and the fix. Exit 0 for GO and GO-WITH-WARNINGS, 1 for NO-GO.")
     p.add_argument("--model", required=True, metavar="M", help="preset or config.json path")
     p.add_argument("--gpu", required=True, metavar="NAME", help="GPU name (see `tilefit gpus`)")
-    p.add_argument("--engine", required=True, choices=("sglang", "vllm", "trtllm"))
-    p.add_argument("--tp", type=positive_int, default=1)
-    p.add_argument("--ep", type=positive_int, default=1)
+    p.add_argument("--engine", required=True, choices=("sglang", "vllm", "trtllm"),
+                   help="the serving engine whose MoE warmup to predict")
+    p.add_argument("--tp", type=positive_int, default=1, help="tensor parallelism inside each expert")
+    p.add_argument("--ep", type=positive_int, default=1, help="expert parallelism (experts split over GPUs)")
     p.add_argument("--dp", type=positive_int, default=1, help="attention data parallelism")
     p.add_argument("--backend", default="auto", choices=("auto", "triton", "flashinfer-cutlass"),
                    help="MoE kernel family (default: the engine's own rule)")
@@ -64,11 +65,17 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report.as_dict())
     else:
-        print(render(report.as_dict()))
+        show(*blocks(report.as_dict()))
     return report.exit_code
 
 
 def render(d: dict[str, Any]) -> str:
+    """The report as the plain text that pipes and golden files see."""
+    return plain(*blocks(d))
+
+
+def blocks(d: dict[str, Any]) -> list[Block]:
+    """A short headline (verdict, deployment, the worst finding on the line below), then the detail."""
     m, g, lay, b = d["model"], d["gpu"], d["layout"], d["backend"]
     findings = d["findings"]
     order = {"fatal": 0, "warning": 1, "info": 2}
@@ -76,11 +83,14 @@ def render(d: dict[str, Any]) -> str:
     version = d["engine"]["version"]
     engine = (f"{d['engine']['name']} {version}" if not version.startswith("not given")
               else f"{d['engine']['name']} (version not given: worst case)")
-    lines = [f"{d['verdict']}: {m['name']} on {lay['gpus']} x {g['name']} ({g['arch']}), {lay['label']}, "
-             f"{engine}"
-             + (f": {worst[0]['title']}" if worst else ""), ""]
-    lines.append(f"MoE kernel: {b['family']} {b['family_dtype']} ({b['engine_backend']}; selected by "
-                 f"{b['selector']})")
+    out: list[Block] = [f"{d['verdict']}: {m['name']} on {lay['gpus']} x {g['key']} ({g['arch']}), "
+                        f"{lay['label']}, {engine}"]
+    if worst:
+        out.append(f"    {worst[0]['title']}" + (f" (+{len(worst) - 1} more below)" if len(worst) > 1 else ""))
+    out.append("")
+    lines = [f"GPU: {g['name']}",
+             f"MoE kernel: {b['family']} {b['family_dtype']} ({b['engine_backend']}; selected by "
+             f"{b['selector']})"]
     ck = d["checked"]
     if ck.get("family") == "flashinfer-cutlass":
         lines.append(f"checked: {ck['tactics']} tactics of FlashInfer {ck['flashinfer']}: {ck['fit']} fit, "
@@ -88,15 +98,15 @@ def render(d: dict[str, Any]) -> str:
     else:
         lines.append(f"checked: {ck['configs']} configs from {ck['config_source']} (E={ck['E']}, N={ck['N']}): "
                      f"{ck['fit']} fit, {ck['fail']} cannot launch")
-    lines += ["", table(["gemm", "groups", "N", "K"], [(x["name"], x["groups"], x["n"], x["k"]) for x in d["gemms"]],
-                        align="lrrr"), ""]
+    out += [*lines, "", Table.of(["gemm", "groups", "N", "K"],
+                                 [(x["name"], x["groups"], x["n"], x["k"]) for x in d["gemms"]], "lrrr"), ""]
     for f in sorted(findings, key=lambda f: order[f["severity"]]):
-        lines.append(f"[{f['severity'].upper()}] {f['title']}")
+        lines = [f"[{f['severity'].upper()}] {f['title']}"]
         lines += [f"    {x}" for x in f["details"]]
         for r in f["remedies"]:
             setting = r.get("setting", "")
             lines.append(f"    fix ({r.get('kind', '')}): {r['text']}")
             if setting:
                 lines += [f"        {s}" for s in setting.splitlines()]
-        lines.append("")
-    return "\n".join(lines).rstrip()
+        out += ["\n".join(lines), ""]
+    return out[:-1]

@@ -8,10 +8,11 @@ import sys
 from typing import Any
 
 from tilefit.cli.args import add_json_arg, add_target_args
-from tilefit.cli.output import info, print_json, table
+from tilefit.cli.output import Block, Table, info, print_json, show
 from tilefit.kernels.base import EXCEEDS_SMEM, FITS, NO_DISPATCH, UNSUPPORTED
 
 SHOW_LIMIT = 64  # rows shown without --all when a space is larger than this (CUTLASS lists fit whole)
+VERIFY_CHUNK = 16  # configs per oracle call while a progress bar is shown
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         print(family.blocklist(verdicts))
         return 0
 
+    grouped = hasattr(family, "tile") and not (args.all or args.config or args.json or args.verify)
     shown = verdicts if (args.all or args.config or args.json or len(verdicts) <= SHOW_LIMIT) \
         else [v for v in verdicts if not v.fits][:SHOW_LIMIT]
     rows = [_row(v, dtype, gpu) for v in shown]
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.verify:
         if len(shown) > SHOW_LIMIT:
             info(f"verifying {len(shown)} configs with the compiler; this can take a while")
-        checks = family.verify([v.config for v in shown if v.footprint], arch, dtype, **options)
+        checks = _verify(family, [v.config for v in shown if v.footprint], arch, dtype, options)
         by_label = {c.config.label(): c for c in checks}
         for row in rows:
             c = by_label.get(row["label"])
@@ -133,8 +135,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         print_json(rows)
+    elif grouped:
+        show(*_render_tiles(family, arch, gpu, dtype, verdicts))
     else:
-        print(_render(family, arch, gpu, dtype, verdicts, rows, args))
+        show(*_render(family, arch, gpu, dtype, verdicts, rows, args))
     if disagreements:
         print(f"tilefit: {disagreements} config(s) where the model and the oracle disagree: "
               f"this is a bug in the model, please report it", file=sys.stderr)
@@ -144,14 +148,74 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list, rows: list[dict], args) -> str:
+def _verify(family: Any, configs: list, arch: Any, dtype: str, options: dict[str, Any]) -> list:
+    """The oracle's checks; on a terminal in chunks, so that a bar on stderr shows how far it got
+    (a chunk keeps the oracle's own parallel compiles busy)."""
+    from tilefit.cli.progress import Bar
+
+    with Bar(f"compiling {len(configs)} configs", len(configs)) as bar:
+        if not bar.live:
+            return list(family.verify(configs, arch, dtype, **options))
+        checks: list = []
+        for i in range(0, len(configs), VERIFY_CHUNK):
+            chunk = configs[i:i + VERIFY_CHUNK]
+            checks += family.verify(chunk, arch, dtype, **options)
+            bar.advance(len(chunk))
+        return checks
+
+
+def _headline(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list) -> list[str]:
     target = f"{gpu.name} ({arch.name})" if gpu else arch.name
     fits = sum(v.fits for v in verdicts)
     lines = [f"{family.name} {dtype} on {target}: limit {arch.smem_per_block_optin:,} B per block; "
              f"{len(verdicts)} config(s), {fits} fit, {len(verdicts) - fits} do not"]
     if hasattr(family, "summary"):
         lines += family.summary(verdicts)
-    lines.append("")
+    return lines
+
+
+def tile_rows(family: Any, verdicts: list) -> list[tuple[Any, ...]]:
+    """One row per tile: (tile, deepest fitting depth, its bytes, margin, configs that fit, verdict,
+    why). The bytes are the largest among the configs at that depth (warps can change them)."""
+    by_tile: dict[str, dict[int, list]] = {}
+    for v in verdicts:
+        tile, depth = family.tile(v.config)
+        by_tile.setdefault(tile, {}).setdefault(depth, []).append(v)
+    rows = []
+    for tile, depths in by_tile.items():
+        fitting = [d for d, vs in depths.items() if any(v.fits for v in vs)]
+        count = sum(v.fits for vs in depths.values() for v in vs)
+        total = sum(len(vs) for vs in depths.values())
+        if not fitting:
+            low = min(depths)
+            v = min(depths[low], key=lambda v: v.footprint.total if v.footprint else 0)
+            rows.append((tile, None, v.footprint.total if v.footprint else None, v.margin,
+                         f"0 of {total}", _verdict_word(_row(v, "", None)), f"s{low}: {v.reason}"))
+            continue
+        deep = max(fitting)
+        best = max((v for v in depths[deep] if v.fits), key=lambda v: v.footprint.total)
+        deeper = [d for d in depths if d > deep]
+        if deeper:
+            nxt = min(deeper)
+            over = min((v for v in depths[nxt] if v.footprint), key=lambda v: v.footprint.total)
+            why = f"s{nxt} needs {over.footprint.total:,} B (over by {-over.margin:,} B)"
+        else:
+            why = f"every depth fits; largest: {best.footprint.dominant().name} {best.footprint.dominant().bytes:,} B"
+        rows.append((tile, f"s{deep}", best.footprint.total, best.margin, f"{count} of {total}", "fits", why))
+    return rows
+
+
+def _render_tiles(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list) -> list[Block]:
+    rows = tile_rows(family, verdicts)
+    return [*_headline(family, arch, gpu, dtype, verdicts), "",
+            Table.of(["tile", "deepest fit", "smem B", "margin B", "configs fit", "verdict", "why"], rows,
+                     "lrrrrll"),
+            f"one row per tile (BMxBNxBK) at the deepest pipeline that fits; GROUP_SIZE_M and num_warps "
+            f"do not change whether it fits. --all lists all {len(verdicts)} configs, --json gives them as data"]
+
+
+def _render(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list, rows: list[dict], args) -> list[Block]:
+    lines: list[Block] = [*_headline(family, arch, gpu, dtype, verdicts), ""]
     verify = any("oracle_bytes" in r for r in rows)
     headers = ["config", "stages", "smem B", "limit B", "margin B", "verdict", "why"]
     if verify:
@@ -169,12 +233,12 @@ def _render(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list, rows: 
         if verify:
             cells[3:3] = [r.get("oracle_bytes")]
         body.append(cells)
-    lines.append(table(headers, body, align="lrrr" + ("r" if verify else "") + "rll"))
+    lines.append(Table.of(headers, body, "lrrr" + ("r" if verify else "") + "rll"))
     hidden = len(verdicts) - len(rows)
     if hidden > 0:
         lines.append(f"... {hidden} more config(s) not shown (fitting ones and any past {SHOW_LIMIT}); "
                      f"--all lists every one, --json gives all as data")
-    return "\n".join(lines)
+    return lines
 
 
 def _verdict_word(r: dict) -> str:

@@ -105,7 +105,8 @@ class KernelFamily(Protocol):
     Optional extras the CLI uses when present: `verify(configs, arch, dtype)` (the live oracle),
     `summary(verdicts)` (extra human lines), `blocklist(verdicts)` (an engine's skip list) and
     `expand(text, config, arch, dtype)` (the catalogued configs one CLI spelling stands for) and
-    `note(**options)` (a caveat about the options given, or None).
+    `note(**options)` (a caveat about the options given, or None) and `tile(config)` ((tile label,
+    pipeline depth), so that `fit` can show one row per tile at its deepest fitting depth).
     """
 
     name: str

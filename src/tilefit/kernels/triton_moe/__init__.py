@@ -100,6 +100,12 @@ class TritonMoEFamily:
                                       {"seconds": round(r.seconds, 3), "cached": r.cached}))
         return checks
 
+    def tile(self, config: MoEConfig) -> tuple[str, int]:
+        """(tile, pipeline depth): the two things shared memory grows with. GROUP_SIZE_M never
+        changes it and num_warps rarely does, so `fit` shows one row per tile at its deepest
+        fitting depth."""
+        return f"{config.block_m}x{config.block_n}x{config.block_k}", config.num_stages
+
     def summary(self, verdicts: Sequence[FitVerdict]) -> list[str]:
         """Human lines: how many configs cannot launch, and by how much the worst overshoots."""
         if not verdicts:
