@@ -10,11 +10,19 @@ from tilefit.cli.output import print_json, table
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("gpus", help="list GPUs and arch limits in the catalog")
+    p = sub.add_parser("gpus", help="list GPUs and arch limits in the catalog",
+                       description="The GPUs tilefit knows (SM count, shared memory per block, memory "
+                                   "bandwidth, dense tensor-core TFLOP/s per dtype) and the per-arch "
+                                   "limits the fit models use. Any command's --gpu takes these names or "
+                                   "their aliases; --arch takes the arch names.")
     add_json_arg(p)
     p.add_argument("--sources", action="store_true", help="show where each figure comes from")
     p.set_defaults(func=run_gpus)
-    p = sub.add_parser("models", help="list MoE model presets")
+    p = sub.add_parser("models", help="list MoE model presets",
+                       description="The MoE model presets (hidden size H, expert width I, experts E, "
+                                   "top-k, MoE layers, shared-expert width, weight dtype). Any command's "
+                                   "--model takes these names, their aliases, or a Hugging Face "
+                                   "config.json file or folder.")
     add_json_arg(p)
     p.set_defaults(func=run_models)
 
