@@ -1,6 +1,6 @@
 """`tilefit tune`: tune the fused-MoE kernel a server will run, on the local GPU, and write the
-engine's config files. Progress on stderr (rich when installed), the summary table or JSON on
-stdout. `--target fake` and `--replay FILE` (not in --help) run the whole pipeline on a CPU.
+engine's config files. Progress on stderr (a live bar on a terminal: cli/progress.py), the summary
+table or JSON on stdout. `--target fake` and `--replay FILE` (not in --help) run the whole pipeline on a CPU.
 """
 
 from __future__ import annotations
@@ -199,44 +199,6 @@ def _ray_options(args: argparse.Namespace, target: str) -> Any:
     return RayOptions(args.ray, compile_tasks=args.compile_workers)
 
 
-class _Progress:
-    """Progress on stderr: a rich bar when rich is installed and stderr is a terminal, else lines."""
-
-    def __init__(self, quiet_rows: bool):
-        self.bar: Any = None
-        self.task: Any = None
-        self.quiet_rows = quiet_rows
-        if sys.stderr.isatty():
-            try:
-                from rich.progress import Progress
-
-                self.bar = Progress(transient=True)
-            except ImportError:
-                self.bar = None
-
-    def __call__(self, event: str, data: dict[str, Any]) -> None:
-        if event == "job":
-            text = f"{data['job']} batch {data['batch']} ({data['index'] + 1}/{data['total']})"
-            if self.bar is not None:
-                if self.task is None:
-                    self.bar.start()
-                    self.task = self.bar.add_task(text, total=data["total"])
-                self.bar.update(self.task, description=text, completed=data["index"])
-            else:
-                print(f"tune: {text}", file=sys.stderr, flush=True)
-        elif event == "row" and self.bar is None:
-            t = data["time_us"]
-            print(f"tune:   -> {data['config'] or 'nothing ran'}"
-                  + (f" {t:.2f} us" if t else "") + f" ({data['trials']} trials)",
-                  file=sys.stderr, flush=True)
-        elif event == "warning":
-            print(f"tilefit: warning: {data['message']}", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None and self.task is not None:
-            self.bar.stop()
-
-
 def render(report: Any) -> str:
     from tilefit.cli.output import table
     from tilefit.tune.results import describe
@@ -268,7 +230,9 @@ def run(args: argparse.Namespace) -> int:
     if req.figures is not None:
         for line in req.figures.lines():
             print(f"tilefit: note: {line}", file=sys.stderr, flush=True)
-    progress = _Progress(args.json)
+    from tilefit.cli.progress import TuneProgress
+
+    progress = TuneProgress(budget_minutes=args.budget)
     try:
         report = tune(req, progress)
     finally:
