@@ -90,10 +90,10 @@ def test_finalize_advice_comes_from_the_engines_remedies_table():
     from types import SimpleNamespace
 
     from tilefit.diagnose.explain import _tile_remedy
-    from tilefit.engines import remedies
+    from tilefit.engines import get_engine
 
     for engine in ("sglang", "trtllm"):
-        setting = next(r.setting for r in remedies(engine, "flashinfer-cutlass", kinds=("finalize",))
+        setting = next(r.setting for r in get_engine(engine).remedies("flashinfer-cutlass", kinds=("finalize",))
                        if r.setting)
         assert f"{setting} turns it off" in _tile_remedy(SimpleNamespace(engine=engine), {"finalize": True})
     assert "turns it off" not in _tile_remedy(SimpleNamespace(engine="vllm"), {"finalize": True})

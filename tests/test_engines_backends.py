@@ -5,29 +5,30 @@ import itertools
 
 import pytest
 
-from tilefit.engines.backends import resolve_backend
-from tilefit.engines.types import ENGINES, WEIGHT_DTYPES, BackendChoice
+from tilefit.engines import BackendChoice, engine_names, get_engine
+from tilefit.engines.types import WEIGHT_DTYPES
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import all_archs, get_arch
+from tilefit.layout import Layout
 
 
 def test_sglang_nvfp4_sm120_is_flashinfer_cutlass():
     # sglang 0.5.23 arg_groups/overrides.py _moe_runner_backend_quant_constraints:
     # auto + modelopt_fp4 on SM120/SM110 -> "flashinfer_cutlass" (trtllm-gen is SM100-only).
-    c = resolve_backend("sglang", "nvfp4", "sm120")
+    c = get_engine("sglang").backend("nvfp4", "sm120")
     assert (c.family, c.family_dtype, c.engine_backend) == ("flashinfer-cutlass", "nvfp4",
                                                             "flashinfer_cutlass")
     assert "--moe-runner-backend flashinfer_cutlass" in c.selector
     assert "SM120" in c.rule and c.sources
-    assert resolve_backend("sglang", "nvfp4", "sm121").family == "flashinfer-cutlass"
+    assert get_engine("sglang").backend("nvfp4", "sm121").family == "flashinfer-cutlass"
 
 
 def test_sglang_before_0_5_15_needs_the_flag():
     # The SM120 auto rule is in sglang 0.5.15's server_args.py and absent from 0.5.10's.
-    c = resolve_backend("sglang", "nvfp4", "sm120", engine_version="0.5.10")
+    c = get_engine("sglang").backend("nvfp4", "sm120", version="0.5.10")
     assert c.family == "flashinfer-cutlass"
     assert any("assumes --moe-runner-backend flashinfer_cutlass" in x for x in c.caveats)
-    newer = resolve_backend("sglang", "nvfp4", "sm120", engine_version="0.5.15.post1")
+    newer = get_engine("sglang").backend("nvfp4", "sm120", version="0.5.15.post1")
     assert not any("assumes" in x for x in newer.caveats)
 
 
@@ -35,70 +36,70 @@ def test_sglang_before_0_5_15_needs_the_flag():
 def test_sglang_nvfp4_paths_not_modelled(arch, needle):
     # sglang 0.5.23 modelopt_quant.py: SM100 auto -> FLASHINFER_TRTLLM; (8,0) <= cc < (10,0) -> Marlin.
     with pytest.raises(UsageError, match=needle):
-        resolve_backend("sglang", "nvfp4", arch)
+        get_engine("sglang").backend("nvfp4", arch)
 
 
 def test_sglang_fp8_runs_triton():
     # sglang 0.5.23 quantization/fp8.py Fp8MoEMethod.create_moe_runner: auto -> TRITON
     # unless DeepGEMM via a DeepEP/Mooncake/NIXL all-to-all.
-    c = resolve_backend("sglang", "fp8-block", "sm120")
+    c = get_engine("sglang").backend("fp8-block", "sm120")
     assert (c.family, c.family_dtype, c.block_shape) == ("triton-moe", "fp8", (128, 128))
-    t = resolve_backend("sglang", "fp8", "sm89")
+    t = get_engine("sglang").backend("fp8", "sm89")
     assert (t.family, t.block_shape) == ("triton-moe", None)
-    assert resolve_backend("sglang", "bf16", "sm90").family_dtype == "bf16"
+    assert get_engine("sglang").backend("bf16", "sm90").family_dtype == "bf16"
 
 
 def test_vllm_block_fp8_on_rtx5090_is_triton():
     # vllm 0.33.0 oracle/fp8.py: FLASHINFER_TRTLLM (SM100), FLASHINFER_CUTLASS (block fp8 on
     # SM90 only, experts/flashinfer_cutlass_moe.py), DEEPGEMM (SM90/SM100), VLLM_CUTLASS
     # (no block fp8; cc 90..109) all decline on SM120, so TRITON runs.
-    c = resolve_backend("vllm", "fp8-block", get_arch("sm120"))
+    c = get_engine("vllm").backend("fp8-block", get_arch("sm120"))
     assert (c.family, c.engine_backend, c.block_shape) == ("triton-moe", "TRITON", (128, 128))
 
 
 def test_vllm_hopper_block_fp8_depends_on_ep():
     # vllm 0.33.0 oracle/fp8.py: on SM90 block fp8 moves FLASHINFER_CUTLASS to the front
     # when ep_size > 1, TRITON otherwise.
-    assert resolve_backend("vllm", "fp8-block", "sm90", ep=8).family == "flashinfer-cutlass"
-    assert resolve_backend("vllm", "fp8-block", "sm90", ep=1).family == "triton-moe"
+    assert get_engine("vllm").backend("fp8-block", "sm90", layout=Layout(ep=8)).family == "flashinfer-cutlass"
+    assert get_engine("vllm").backend("fp8-block", "sm90", layout=Layout(ep=1)).family == "triton-moe"
     with pytest.raises(UsageError, match="FLASHINFER_TRTLLM"):
-        resolve_backend("vllm", "fp8-block", "sm100")
+        get_engine("vllm").backend("fp8-block", "sm100")
 
 
 def test_vllm_unquantized_and_nvfp4():
     # vllm 0.21.0-0.33.0 oracle/unquantized.py: FLASHINFER_TRTLLM (SM100 family), then
     # FLASHINFER_CUTLASS ((None, None) needs cc >= 9.0; device SM90/SM100/SM120), then TRITON;
     # both FlashInfer backends are moved to the back on SM90.
-    assert resolve_backend("vllm", "bf16", "sm120").family == "flashinfer-cutlass"
-    assert resolve_backend("vllm", "bf16", "sm90").family == "triton-moe"
-    assert resolve_backend("vllm", "fp16", "sm89").family == "triton-moe"
+    assert get_engine("vllm").backend("bf16", "sm120").family == "flashinfer-cutlass"
+    assert get_engine("vllm").backend("bf16", "sm90").family == "triton-moe"
+    assert get_engine("vllm").backend("fp16", "sm89").family == "triton-moe"
     # vllm 0.33.0 oracle/nvfp4.py: trtllm/cutedsl are SM100-only, FLASHINFER_CUTLASS next.
-    c = resolve_backend("vllm", "nvfp4", "sm121")
+    c = get_engine("vllm").backend("nvfp4", "sm121")
     assert (c.family, c.engine_backend) == ("flashinfer-cutlass", "FLASHINFER_CUTLASS")
     assert "--moe-backend flashinfer_cutlass" in c.selector
 
 
 def test_trtllm_cutlass_paths():
     # TensorRT-LLM create_moe.py get_moe_cls: backend CUTLASS -> CutlassFusedMoE.
-    c = resolve_backend("trtllm", "nvfp4", "sm120")
+    c = get_engine("trtllm").backend("nvfp4", "sm120")
     assert (c.family, c.engine_backend) == ("flashinfer-cutlass", "CUTLASS")
-    assert resolve_backend("trtllm", "fp8-block", "sm90").family_dtype == "fp8"
+    assert get_engine("trtllm").backend("fp8-block", "sm90").family_dtype == "fp8"
     with pytest.raises(UsageError, match="TensorRT-LLM"):
-        resolve_backend("trtllm", "bf16", "sm120")
+        get_engine("trtllm").backend("bf16", "sm120")
 
 
 def test_overrides():
-    t = resolve_backend("vllm", "bf16", "sm120", override="triton")
+    t = get_engine("vllm").backend("bf16", "sm120", override="triton")
     assert (t.family, t.selector, t.overridden) == ("triton-moe", "--moe-backend triton", True)
-    f = resolve_backend("sglang", "bf16", "sm90", override="flashinfer-cutlass")
+    f = get_engine("sglang").backend("bf16", "sm90", override="flashinfer-cutlass")
     assert f.family == "flashinfer-cutlass" and f.engine_backend == "flashinfer_cutlass"
     # sglang 0.5.23 Fp8MoEMethod: flashinfer_cutlass/cutedsl have no fp8 path -> TRITON.
-    s = resolve_backend("sglang", "fp8-block", "sm90", override="flashinfer-cutlass")
+    s = get_engine("sglang").backend("fp8-block", "sm90", override="flashinfer-cutlass")
     assert s.family == "triton-moe" and any("Triton" in x for x in s.caveats)
     # FlashInfer's CUTLASS MoE takes MXFP4 x MXFP8 on SM100+ (vllm flashinfer_cutlass_moe.py).
-    m = resolve_backend("vllm", "mxfp4", "sm120", override="flashinfer-cutlass")
+    m = get_engine("vllm").backend("mxfp4", "sm120", override="flashinfer-cutlass")
     assert m.family_dtype == "mxfp8-mxfp4"
-    assert resolve_backend("sglang", "nvfp4", "sm120", override="auto").overridden is False
+    assert get_engine("sglang").backend("nvfp4", "sm120", override="auto").overridden is False
 
 
 @pytest.mark.parametrize("engine,dtype,arch,override,needle", [
@@ -111,28 +112,30 @@ def test_overrides():
 ])
 def test_bad_overrides(engine, dtype, arch, override, needle):
     with pytest.raises(UsageError, match=needle):
-        resolve_backend(engine, dtype, arch, override=override)
+        get_engine(engine).backend(dtype, arch, override=override)
 
 
 @pytest.mark.parametrize("kwargs,needle", [
-    (dict(engine="tgi", weight_dtype="bf16", arch="sm90"), "unknown engine"),
+    (dict(engine="tgi", weight_dtype="bf16", arch="sm90"), "unknown engine 'tgi'; use one of sglang"),
     (dict(engine="vllm", weight_dtype="int4", arch="sm90"), "unknown weight dtype"),
     (dict(engine="vllm", weight_dtype="bf16", arch="sm999"), "unknown arch"),
-    (dict(engine="vllm", weight_dtype="bf16", arch="sm90", engine_version="latest"), "bad engine version"),
-    (dict(engine="vllm", weight_dtype="bf16", arch="sm90", ep=0), "expert-parallel"),
+    (dict(engine="vllm", weight_dtype="bf16", arch="sm90", version="latest"), "bad engine version"),
+    (dict(engine="vllm", weight_dtype="bf16", arch="sm90", ep=0), "--ep must be"),
 ])
 def test_bad_input(kwargs, needle):
     with pytest.raises(UsageError, match=needle):
-        resolve_backend(**kwargs)
+        engine = get_engine(kwargs.pop("engine"))
+        ep = kwargs.pop("ep", 1)
+        engine.backend(layout=engine.layout(ep=ep), **kwargs)
 
 
 def test_every_combination_answers_or_says_why():
     # Any engine x dtype x arch x override gives a sourced choice or a UsageError; nothing else.
     for engine, dtype, arch, ov in itertools.product(
-            ENGINES, WEIGHT_DTYPES, [a.name for a in all_archs()], ("auto", "triton",
+            engine_names(), WEIGHT_DTYPES, [a.name for a in all_archs()], ("auto", "triton",
                                                                     "flashinfer-cutlass")):
         try:
-            c = resolve_backend(engine, dtype, arch, override=ov)
+            c = get_engine(engine).backend(dtype, arch, override=ov)
         except UsageError as e:
             assert str(e)
             continue

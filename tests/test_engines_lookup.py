@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from tilefit.engines import lookup
-from tilefit.engines.lookup import engine_package_dir, find_tuned_config
+from tilefit.engines import get_engine, sglang, vllm
+from tilefit.engines.triton_moe import package_dir
 from tilefit.errors import UsageError
 
 DEV = "NVIDIA GeForce RTX 5090"
@@ -18,21 +18,21 @@ def test_vllm_name_and_user_folder_first(tmp_path):
     # VLLM_TUNED_CONFIG_FOLDER before the shipped folder.
     env_dir = tmp_path / "env"
     env_dir.mkdir()
-    r = find_tuned_config("vllm", E=32, N=2048, device_name=DEV, weight_dtype="fp8-block",
+    r = get_engine("vllm").find_tuned_config(E=32, N=2048, device_name=DEV, weight_dtype="fp8-block",
                           config_dir=tmp_path, environ={"VLLM_TUNED_CONFIG_FOLDER": str(env_dir)})
     assert r.file_name == ("E=32,N=2048,device_name=NVIDIA_GeForce_RTX_5090,dtype=fp8_w8a8,"
                            "block_shape=[128,128].json")
     assert r.found is None
     assert r.tried[:2] == (tmp_path / r.file_name, env_dir / r.file_name)
     (env_dir / r.file_name).write_text("{}")
-    r2 = find_tuned_config("vllm", E=32, N=2048, device_name=DEV, weight_dtype="fp8-block",
+    r2 = get_engine("vllm").find_tuned_config(E=32, N=2048, device_name=DEV, weight_dtype="fp8-block",
                            config_dir=tmp_path, environ={"VLLM_TUNED_CONFIG_FOLDER": str(env_dir)})
     assert r2.found == env_dir / r.file_name
 
 
 def test_vllm_h200_family_name():
     # vllm >= 0.16.0 get_config_file_name maps any device whose '_'-split name has 'H200'.
-    r = find_tuned_config("vllm", E=256, N=256, device_name="NVIDIA H200 NVL", weight_dtype="bf16",
+    r = get_engine("vllm").find_tuned_config(E=256, N=256, device_name="NVIDIA H200 NVL", weight_dtype="bf16",
                           environ={})
     assert r.file_name == "E=256,N=256,device_name=NVIDIA_H200.json"
 
@@ -48,13 +48,13 @@ def test_sglang_config_dir_layouts(tmp_path):
     # SGLang reads <SGLANG_MOE_CONFIG_DIR>/configs/triton_X_Y_Z/<name>; block shape with a space.
     name = "E=32,N=2048,device_name=NVIDIA_GeForce_RTX_5090,dtype=fp8_w8a8,block_shape=[128, 128].json"
     p = _sglang_file(tmp_path / "configs", "triton_3_4_0", name)
-    r = find_tuned_config("sglang", E=32, N=2048, device_name=DEV, weight_dtype="fp8-block",
+    r = get_engine("sglang").find_tuned_config(E=32, N=2048, device_name=DEV, weight_dtype="fp8-block",
                           triton_version="3.4.0", config_dir=tmp_path, environ={})
     assert (r.file_name, r.found) == (name, p)
     # tilefit tune writes <out>/triton_X_Y_Z/<name>: accepted as --config-dir too.
     out = tmp_path / "tuneout"
     q = _sglang_file(out, "triton_3_4_0", name)
-    r = find_tuned_config("sglang", E=32, N=2048, device_name=DEV, weight_dtype="fp8-block",
+    r = get_engine("sglang").find_tuned_config(E=32, N=2048, device_name=DEV, weight_dtype="fp8-block",
                           triton_version="3.4.0", config_dir=out, environ={})
     assert r.found == q
 
@@ -64,12 +64,12 @@ def test_sglang_other_triton_version_fallback(tmp_path):
     # list 3.4.0, 3.3.1, 3.2.0, 3.1.0. Either way it loads the file with a warning.
     name = "E=8,N=7168,device_name=NVIDIA_GeForce_RTX_5090.json"
     p = _sglang_file(tmp_path / "configs", "triton_3_0_0", name)
-    r = find_tuned_config("sglang", E=8, N=7168, device_name=DEV, weight_dtype="bf16",
+    r = get_engine("sglang").find_tuned_config(E=8, N=7168, device_name=DEV, weight_dtype="bf16",
                           triton_version="3.6.0", config_dir=tmp_path, environ={})
     assert r.found == p and "another Triton version" in r.note
-    old = find_tuned_config("sglang", E=8, N=7168, device_name=DEV, weight_dtype="bf16",
+    old = get_engine("sglang").find_tuned_config(E=8, N=7168, device_name=DEV, weight_dtype="bf16",
                             triton_version="3.6.0", config_dir=tmp_path, environ={},
-                            engine_version="0.5.10")
+                            version="0.5.10")
     assert old.found is None  # 3.0.0 is not in the old fixed list
     assert tmp_path / "configs" / "triton_3_1_0" / name in old.tried
 
@@ -78,13 +78,13 @@ def test_sglang_down_file_falls_back_to_up(tmp_path):
     # sglang 0.5.18+ get_moe_configs(down_moe=True): no _down file -> reuse the up config.
     up = _sglang_file(tmp_path / "configs", "triton_3_4_0",
                       "E=32,N=2048,device_name=NVIDIA_GeForce_RTX_5090.json")
-    r = find_tuned_config("sglang", E=32, N=2048, device_name=DEV, weight_dtype="bf16",
+    r = get_engine("sglang").find_tuned_config(E=32, N=2048, device_name=DEV, weight_dtype="bf16",
                           triton_version="3.4.0", config_dir=tmp_path, environ={}, down=True)
     assert r.file_name.endswith("_down.json") and r.found == up and "reuses" in r.note
 
 
 def test_sglang_env_dir_replaces_package(tmp_path):
-    r = find_tuned_config("sglang", E=8, N=7168, device_name=DEV, weight_dtype="bf16",
+    r = get_engine("sglang").find_tuned_config(E=8, N=7168, device_name=DEV, weight_dtype="bf16",
                           triton_version="3.4.0", environ={"SGLANG_MOE_CONFIG_DIR": str(tmp_path)})
     assert r.tried[0] == tmp_path / "configs" / "triton_3_4_0" / r.file_name
     assert "will not read its shipped configs" in r.note
@@ -100,18 +100,18 @@ def test_installed_engine_found_without_import(tmp_path):
     (shipped / name).write_text("{}")
     code = (
         "import sys; sys.path.insert(0, %r)\n"
-        "from tilefit.engines.lookup import find_tuned_config, engine_package_dir\n"
-        "r = find_tuned_config('vllm', E=32, N=2048, device_name=%r, weight_dtype='bf16', environ={})\n"
+        "from tilefit.engines import get_engine\n"
+        "from tilefit.engines.triton_moe import package_dir\n"
+        "r = get_engine('vllm').find_tuned_config(E=32, N=2048, device_name=%r, weight_dtype='bf16', environ={})\n"
         "assert 'vllm' not in sys.modules\n"
-        "print(engine_package_dir('vllm')); print(r.found)\n") % (str(tmp_path), DEV)
+        "print(package_dir('vllm')); print(r.found)\n") % (str(tmp_path), DEV)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == [str(pkg), str(shipped / name)]
 
 
 def test_missing_engine_is_reported(monkeypatch):
-    assert engine_package_dir("trtllm") is None  # no Triton config files to look for
-    monkeypatch.setattr(lookup, "engine_package_dir", lambda engine: None)
-    r = find_tuned_config("vllm", E=1, N=1, device_name=DEV, weight_dtype="bf16", environ={})
+    monkeypatch.setattr(vllm, "package_dir", lambda module: None)
+    r = get_engine("vllm").find_tuned_config(E=1, N=1, device_name=DEV, weight_dtype="bf16", environ={})
     assert r.found is None and r.tried == () and "not installed" in r.note
 
 
@@ -120,17 +120,17 @@ def test_missing_engine_is_reported(monkeypatch):
     (dict(engine="vllm", weight_dtype="nvfp4"), "not nvfp4"),
     (dict(engine="vllm", weight_dtype="bf16", config_dir="/nonexistent/dir"), "not a folder"),
     (dict(engine="vllm", weight_dtype="bf16", E=0), ">= 1"),
-    (dict(engine="sglang", weight_dtype="bf16", triton_version="abc"), "bad engine version"),
+    (dict(engine="sglang", weight_dtype="bf16", triton_version="abc"), "bad Triton version"),
     (dict(engine="vllm", weight_dtype="bf16", device_name=" "), "device name"),
 ])
 def test_bad_input(kwargs, needle):
     args = dict(E=8, N=128, device_name=DEV, environ={})
     args.update(kwargs)
     with pytest.raises(UsageError, match=needle):
-        find_tuned_config(**args)
+        get_engine(args.pop("engine")).find_tuned_config(**args)
 
 
 def test_sglang_needs_a_triton_version(monkeypatch):
-    monkeypatch.setattr(lookup, "installed_triton_version", lambda: None)
+    monkeypatch.setattr(sglang, "installed_triton_version", lambda: None)
     with pytest.raises(UsageError, match="Triton version"):
-        find_tuned_config("sglang", E=8, N=128, device_name=DEV, weight_dtype="bf16", environ={})
+        get_engine("sglang").find_tuned_config(E=8, N=128, device_name=DEV, weight_dtype="bf16", environ={})

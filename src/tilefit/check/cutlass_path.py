@@ -12,26 +12,11 @@ from tilefit.check.report import FATAL, INFO, WARNING, CheckRequest, Finding
 from tilefit.kernels.base import EXCEEDS_SMEM, NO_DISPATCH
 
 
-def _finalize_note(req: CheckRequest, engine: str) -> tuple[bool | None, str]:
-    """Whether FINALIZE tactics are profiled: True/False when known, None when it depends on a
-    version the user did not give (then they are checked and the finding says when they apply)."""
-    from tilefit.engines import fused_finalize
-
-    if engine == "sglang" and req.engine_version is None:
-        env = req.env.get("SGLANG_FLASHINFER_MOE_FUSED_FINALIZE")
-        given = (f"; SGLANG_FLASHINFER_MOE_FUSED_FINALIZE={env} takes effect only from sglang 0.5.18"
-                 if env is not None else "")
-        return None, ("FINALIZE tactics are profiled only when sglang runs FlashInfer with fused "
-                      "finalize: always before 0.5.18, by default in 0.5.18-0.5.20, from 0.5.21 only "
-                      f"with SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=1{given} (pass --engine-version to decide)")
-    state = fused_finalize(engine, engine_version=req.engine_version, environ=req.env)
-    return state.enabled, state.why
-
-
 def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[list[Finding], dict]:
-    from tilefit.engines import fatality, remedies
+    from tilefit.engines import get_engine
     from tilefit.kernels.registry import get_family
 
+    engine = get_engine(choice.engine)
     family = get_family("flashinfer-cutlass")
     arch, dtype = gpu.arch, choice.family_dtype
     backend = Finding(INFO, "backend", f"{choice.engine} runs {choice.engine_backend} "
@@ -45,13 +30,14 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
             (f"catalogued on {arch.name}: {', '.join(family.dtypes(arch)) or 'none'}",
              "pass --backend triton to check the Triton fused-MoE path instead, if the engine can run it"))], \
             _checked(dtype, req.flashinfer, 0, 0)
-    finalize, finalize_why = _finalize_note(req, choice.engine)
+    state = engine.fused_finalize(version=req.engine_version, environ=req.env)
+    finalize, finalize_why = state.enabled, state.why
     tactics = list(family.configs(arch, dtype, flashinfer=req.flashinfer))
     if finalize is False:
         tactics = [t for t in tactics if t.fusion != "finalize"]
     verdicts = [family.verdict(t, arch, dtype, flashinfer=req.flashinfer) for t in tactics]
     failing = [v for v in verdicts if not v.fits]
-    fatal_info = fatality(choice.engine, "flashinfer-cutlass")
+    fatal_info = engine.fatality("flashinfer-cutlass")
     shapes = ", ".join(f"{g.name} [{g.n} x {g.k}] x {g.groups}" for g in plan.routed)
     note = family.note(flashinfer=req.flashinfer)
     findings = [replace(backend, details=backend.details + (finalize_why,) + ((note,) if note else ()))]
@@ -74,15 +60,15 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
                    "extra warmup time per failed tactic: not known (nothing published measures it)"]
         details += [f"{v.config.label()}: {v.reason}" for v in over + nodisp]
         fix = [_with_blocklist(r.as_dict(), family, failing, req.flashinfer)
-               for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch,
-                                 engine_version=req.engine_version, kinds=("blocklist", "finalize"))]
+               for r in engine.remedies("flashinfer-cutlass", arch=arch, version=req.engine_version,
+                                        kinds=("blocklist", "finalize"))]
         findings.append(Finding(
             FATAL if fatal_info.fatal else WARNING, "tactics-cannot-launch",
             f"{len(failing)} of {len(verdicts)} tactics cannot launch on {gpu.name} "
             f"({len(over)} exceed {arch.smem_per_block_optin:,} B of shared memory, "
             f"{len(nodisp)} have no dispatch case)", tuple(details), tuple(fix), items))
-    for r in remedies(choice.engine, "flashinfer-cutlass", arch=arch, engine_version=req.engine_version,
-                      kinds=("warning",)):
+    for r in engine.remedies("flashinfer-cutlass", arch=arch, version=req.engine_version,
+                             kinds=("warning",)):
         findings.append(Finding(WARNING, "known-risk", r.text,
                                 tuple(f"source: {src}" for src in r.as_dict()["sources"])))
     return findings, _checked(dtype, req.flashinfer, len(verdicts), len(failing))

@@ -1,7 +1,7 @@
 """The check's value types and its one entry point.
 
 Flow: model + layout -> per-GPU GEMMs (layout.plan_layer); engine + weight dtype + arch -> kernel
-family (engines.resolve_backend); the family's path (cutlass_path / triton_path) judges what the
+family (the engine's backend()); the family's path (cutlass_path / triton_path) judges what the
 engine will try and returns findings; the worst finding decides GO / GO-WITH-WARNINGS / NO-GO.
 """
 
@@ -104,17 +104,18 @@ def _memory_findings(plan: Any, gpu: Any) -> list[Finding]:
 
 
 def run_check(req: CheckRequest) -> CheckReport:
-    from tilefit.engines import resolve_backend
+    from tilefit.engines import get_engine
     from tilefit.hw.catalog import get_gpu
-    from tilefit.layout import Layout, plan_layer
+    from tilefit.layout import plan_layer
     from tilefit.models import load_model
 
     model = load_model(req.model)
     gpu = get_gpu(req.gpu)
-    layout = Layout(tp=req.tp, ep=req.ep, dp=req.dp)
+    engine = get_engine(req.engine)
+    layout = engine.layout(tp=req.tp, ep=req.ep, dp=req.dp)
     plan = plan_layer(model, layout)
-    choice = resolve_backend(req.engine, model.weight_dtype, gpu.arch, engine_version=req.engine_version,
-                             override=req.backend, ep=req.ep)
+    choice = engine.backend(model.weight_dtype, gpu.arch, layout=layout, version=req.engine_version,
+                            override=req.backend, environ=req.env)
     findings = _memory_findings(plan, gpu)
     if choice.family == "flashinfer-cutlass":
         from tilefit.check.cutlass_path import check_cutlass

@@ -14,32 +14,25 @@ MODEL_CAVEAT = ("bytes are tilefit's Triton fused-MoE kernel compiled by the ins
 
 
 def check_triton(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[list[Finding], dict]:
-    from tilefit.engines import (
-        engine_default_configs,
-        fatality,
-        find_tuned_config,
-        remedies,
-    )
-    from tilefit.engines.lookup import installed_triton_version
+    from tilefit.engines import get_engine
+    from tilefit.engines.triton_moe import installed_triton_version, read_config_file
     from tilefit.kernels.registry import get_family
     from tilefit.kernels.triton_moe.config import MoEConfig, in_grid
-    from tilefit.tune.config_files import read_config_file
 
     family = get_family("triton-moe")
     arch, dtype = gpu.arch, choice.family_dtype
     model = plan.model
     e_local, n = plan.local_experts, model.expert_width // plan.layout.tp
-    fatal_info = fatality(choice.engine, "triton-moe")
+    engine = get_engine(choice.engine)
+    fatal_info = engine.fatality("triton-moe")
     findings = [Finding(INFO, "backend", f"{choice.engine} runs {choice.engine_backend} "
                         f"({choice.family}, {dtype}) on {arch.name}", (choice.rule,))]
-    lookup = find_tuned_config(choice.engine, E=e_local, N=n, device_name=gpu.name,
-                               weight_dtype=model.weight_dtype, triton_version=installed_triton_version(),
-                               config_dir=req.config_dir, engine_version=req.engine_version,
-                               environ=req.env)
+    lookup = engine.find_tuned_config(E=e_local, N=n, device_name=gpu.name, weight_dtype=model.weight_dtype,
+                                      triton_version=installed_triton_version(), config_dir=req.config_dir,
+                                      version=req.engine_version, environ=req.env)
     tune_cmd = f"tilefit tune --model {req.model} --tp {req.tp} --ep {req.ep} --target {choice.engine}"
-    tuned_fix = [r.as_dict() for r in remedies(choice.engine, "triton-moe", arch=arch,
-                                               engine_version=req.engine_version, kinds=("tuned-config",),
-                                               name=lookup.file_name)]
+    tuned_fix = [r.as_dict() for r in engine.remedies("triton-moe", arch=arch, version=req.engine_version,
+                                                      kinds=("tuned-config",), name=lookup.file_name)]
     tuned_fix.insert(0, {"kind": "tuned-config", "setting": tune_cmd,
                          "text": f"tune {lookup.file_name} on this GPU (every config it writes fits); "
                                  f"where to write it and how to point {choice.engine} at it:"})
@@ -61,9 +54,8 @@ def check_triton(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[l
                                      + (f" (written for triton {version})" if version else ""),)))
     else:
         source = "engine defaults"
-        defaults = engine_default_configs(choice.engine, req.batches, E=e_local,
-                                          weight_dtype=model.weight_dtype, arch=arch,
-                                          engine_version=req.engine_version)
+        defaults = engine.default_configs(req.batches, E=e_local, weight_dtype=model.weight_dtype,
+                                          arch=arch, version=req.engine_version)
         judged = {b: family.verdict(d.as_moe_config(), arch, dtype) for b, d in defaults.items()}
         bad = {b: v for b, v in judged.items() if not v.fits}
         tried = "; ".join(str(p) for p in lookup.tried) or "no folder to search"
@@ -83,9 +75,8 @@ def check_triton(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[l
                       for b, v in bad.items())
                 + (f"{'fatal' if fatal_info.fatal else 'not fatal'}: {fatal_info.why}",
                    f"log line to expect: {fatal_info.log_line}", MODEL_CAVEAT),
-                tuple(tuned_fix) + tuple(r.as_dict() for r in remedies(
-                    choice.engine, "triton-moe", arch=arch, engine_version=req.engine_version,
-                    kinds=("backend",))),
+                tuple(tuned_fix) + tuple(r.as_dict() for r in engine.remedies(
+                    "triton-moe", arch=arch, version=req.engine_version, kinds=("backend",))),
                 tuple(_item(b, v) for b, v in bad.items())))
     off_grid = [f"batch {b}: {v.config.label()}" for b, v in judged.items() if not in_grid(v.config, dtype)]
     if off_grid:

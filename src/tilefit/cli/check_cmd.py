@@ -11,13 +11,15 @@ from tilefit.cli.output import Block, Table, plain, print_json, show
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from tilefit.engines import engine_names
+
     p = sub.add_parser("check", help="go/no-go for a deployment: what fails at warmup and what to set",
                        description="Predict what a serving engine's MoE warmup will do on a GPU: the kernel "
                                    "family it runs, the configs/tactics that cannot launch, whether that is "
                                    "fatal, and the fix. Exit 0 for GO and GO-WITH-WARNINGS, 1 for NO-GO.")
     p.add_argument("--model", required=True, metavar="M", help="preset or config.json path")
     p.add_argument("--gpu", required=True, metavar="NAME", help="GPU name (see `tilefit gpus`)")
-    p.add_argument("--engine", required=True, choices=("sglang", "vllm", "trtllm"),
+    p.add_argument("--engine", required=True, choices=engine_names(),
                    help="the serving engine whose MoE warmup to predict")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor parallelism inside each expert")
     p.add_argument("--ep", type=positive_int, default=1, help="expert parallelism (experts split over GPUs)")

@@ -132,10 +132,11 @@ def _triton_oor(fc: FailureClass, arch: Any, *, fatal: bool, hints: dict[str, An
                    "process stopped"
     else:
         finding += f"; {fc.survived} of {fc.count} were skipped configs (the run went on)"
-    from tilefit.engines.lookup import SGLANG_ENV, VLLM_ENV
+    from tilefit.engines import get_engine
 
+    vllm, sglang = get_engine("vllm"), get_engine("sglang")
     remedy = ("lower num_stages, or BLOCK_SIZE_K / BLOCK_SIZE_N; give the engine a tuned config file for "
-              f"this GPU (vLLM: {VLLM_ENV}, SGLang: {SGLANG_ENV}), or run "
+              f"this GPU (vLLM: {vllm.tuned_config_env}, SGLang: {sglang.tuned_config_env}), or run "
               "`tilefit tune`; `tilefit fit --family triton-moe` shows which configs fit")
     return Explanation(ev.TRITON_OOR, finding, remedy)
 
@@ -310,13 +311,12 @@ def _tile_remedy(d: Diagnosis, fields: dict[str, Any]) -> str:
 
 def _finalize_switch(engine: str | None) -> str | None:
     """The engine's setting that turns fused finalize off (engines' remedies table), if it has one."""
-    from tilefit.engines import remedies
-    from tilefit.engines.types import ENGINES
+    from tilefit.engines import engine_names, get_engine
 
-    if engine not in ENGINES:
+    if engine not in engine_names():
         return None
-    return next((r.setting for r in remedies(engine, CUTLASS_FAMILY, kinds=("finalize",)) if r.setting),
-                None)
+    return next((r.setting for r in get_engine(engine).remedies(CUTLASS_FAMILY, kinds=("finalize",))
+                 if r.setting), None)
 
 
 def _arch(name: str | None) -> Any:

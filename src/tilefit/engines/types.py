@@ -1,7 +1,8 @@
 """Value types for what the serving engines (sglang, vllm, trtllm) do with MoE kernels.
 
 Every fact carries a `Source` (repository, path, the version read); `versions` ranges say where a
-rule was verified, so a caller can tell "verified for your version" from "assumed".
+rule was verified, so a caller can tell "verified for your version" from "assumed". The engines
+themselves (one module each, behind engines/base.py's protocol) answer with these values.
 """
 
 from __future__ import annotations
@@ -13,12 +14,9 @@ from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch, get_arch
 from tilefit.versions import parse_version as _parse_version
 
-ENGINES: tuple[str, ...] = ("sglang", "vllm", "trtllm")
 FAMILIES: tuple[str, ...] = ("triton-moe", "flashinfer-cutlass")
 WEIGHT_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp8-block", "nvfp4", "mxfp4")
 OVERRIDES: tuple[str, ...] = ("auto", "triton", "flashinfer-cutlass")
-# The newest version of each engine whose source tilefit read: what `engine_version=None` means.
-NEWEST: dict[str, str] = {"vllm": "0.33.0", "sglang": "0.5.23"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,14 +150,6 @@ class ConfigLookup:
                 "tried": [str(p) for p in self.tried], "note": self.note}
 
 
-def check_engine(engine: str) -> str:
-    """Canonical engine name or a UsageError listing the known ones."""
-    e = str(engine).strip().lower().replace("tensorrt-llm", "trtllm").replace("trt-llm", "trtllm")
-    if e not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
-    return e
-
-
 def check_arch(arch: Arch | str) -> Arch:
     """An Arch, or the catalog's entry for a name (a UsageError listing the known ones)."""
     return arch if isinstance(arch, Arch) else get_arch(str(arch))
@@ -175,27 +165,14 @@ def check_weight_dtype(dtype: str) -> str:
 @dataclass(frozen=True, slots=True)
 class FinalizeState:
     """Whether the engine lets FlashInfer/TensorRT-LLM use the fused FINALIZE epilogue for gemm2
-    (and so profiles the FINALIZE tactics at warmup), and why."""
+    (and so profiles the FINALIZE tactics at warmup), and why. `enabled` is None when it depends
+    on an engine version the caller did not give (`why` then says which versions do what)."""
 
     engine: str
-    enabled: bool
+    enabled: bool | None
     why: str
     sources: tuple[Source, ...] = field(compare=False)
 
     def as_dict(self) -> dict[str, object]:
         return {"engine": self.engine, "enabled": self.enabled, "why": self.why,
                 "sources": [str(s) for s in self.sources]}
-
-
-def engine_dtype(weight_dtype: str) -> tuple[str | None, tuple[int, int] | None]:
-    """tilefit weight dtype -> the engines' Triton fused-MoE dtype string and block shape, as
-    their config file names and default-config branches spell them."""
-    d = check_weight_dtype(weight_dtype)
-    if d in ("bf16", "fp16"):
-        return None, None
-    if d == "fp8":
-        return "fp8_w8a8", None
-    if d == "fp8-block":
-        return "fp8_w8a8", (128, 128)
-    raise UsageError(f"the Triton fused-MoE path takes bf16, fp16, fp8 or fp8-block weights, not "
-                     f"{weight_dtype}; its engines run {weight_dtype} on other kernels")

@@ -26,7 +26,7 @@ from typing import Any
 
 from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune import perfmodel
-from tilefit.tune.config_files import write_json_atomic
+from tilefit.engines.triton_moe import write_json_atomic
 from tilefit.tune.device import DeviceFigures
 from tilefit.tune.journal import Journal
 from tilefit.tune.results import (DoesNotFit, LaunchFailed, Ok, Result, describe, time_of,

@@ -2,7 +2,7 @@
 each GEMM job's configs keyed by batch size, plus the versions they were measured with.
 
 `{"format": 1, "target": .., "shape": {..}, "versions": {..}, "gemm1": {"1": {BLOCK_SIZE_M..}, ..},
-"gemm2": {..}}`. Lookup by batch uses the engines' nearest-key rule (config_files.nearest_batch).
+"gemm2": {..}}`. Lookup by batch uses the engines' nearest-key rule (engines.triton_moe.nearest_batch).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from tilefit.errors import UsageError
 from tilefit.kernels.triton_moe.config import MoEConfig
-from tilefit.tune.config_files import config_content, nearest_batch, write_json_atomic
+from tilefit.engines.triton_moe import config_content, nearest_batch, write_json_atomic
 from tilefit.tune.targets.base import TuneShape
 
 FORMAT = 1

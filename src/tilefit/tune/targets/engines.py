@@ -1,6 +1,7 @@
 """The engines' own Triton fused-MoE kernels as tuning targets, used only when the engine is
 installed: a vLLM or SGLang user tunes the kernel the server will run. Nothing of either engine
 is copied here; their `fused_experts` is imported and launched under their `override_config`.
+File names and formats are the engine's own (tilefit.engines: `write_tuned_configs`).
 
 Both engines' tuners time gemm1 + gemm2 together with one config, and so do these targets (the
 "both" job); the result is written in the engine's file format. bf16/fp16 only for now (the
@@ -56,11 +57,11 @@ class _EngineTarget(TilefitMoETarget):
         return super().space(shape)
 
     def default_config(self, shape: TuneShape, batch: int) -> Any:
-        from tilefit.engines.defaults import engine_default_config
+        from tilefit.engines import get_engine
 
-        d = engine_default_config(self.engine, M=batch, E=shape.experts, weight_dtype=shape.dtype,
-                                  arch=self.arch)
-        return d.as_moe_config()
+        d = get_engine(self.engine).default_configs([batch], E=shape.experts, weight_dtype=shape.dtype,
+                                                    arch=self.arch)
+        return d[batch].as_moe_config()
 
     def fit_reason(self, config: Any, shape: TuneShape) -> Any:
         worst = None
@@ -132,6 +133,16 @@ class _EngineTarget(TilefitMoETarget):
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
         return None  # the engine's kernel is the engine's to test; we only time it
 
+    def write(self, out_dir: Path, shape: TuneShape, device_name: str,
+              winners: dict[str, dict[int, Any]]) -> list[Path]:
+        """The "both" job's winners in the engine's own file format."""
+        from tilefit.engines import get_engine
+
+        per_batch = {b: c.as_dict() for b, c in winners["both"].items()}
+        return get_engine(self.engine).write_tuned_configs(
+            out_dir, E=shape.experts, N=shape.width, device_name=device_name, weight_dtype=shape.dtype,
+            gemm1=per_batch, gemm2=None, triton_version=self.versions().get("triton"))
+
 
 class VllmTarget(_EngineTarget):
     name = "vllm"
@@ -150,13 +161,6 @@ class VllmTarget(_EngineTarget):
             kw = {"global_num_experts": shape.total_experts, "expert_map": p["expert_map"]}
         return fused_experts(p["x"], p["w1"], p["w2"], p["weights"], p["ids"], **kw)
 
-    def write(self, out_dir: Path, shape: TuneShape, device_name: str,
-              winners: dict[str, dict[int, Any]]) -> list[Path]:
-        from tilefit.tune.config_files import write_vllm_file
-
-        per_batch = {b: c.as_dict() for b, c in winners["both"].items()}
-        return [write_vllm_file(out_dir, shape.experts, shape.width, device_name, per_batch,
-                                self.versions().get("triton"))]
 
 
 class SglangTarget(_EngineTarget):
@@ -186,10 +190,3 @@ class SglangTarget(_EngineTarget):
             return fused_experts(p["x"], p["w1"], p["w2"], topk, **kw)
         return fused_experts(p["x"], p["w1"], p["w2"], p["weights"], p["ids"])
 
-    def write(self, out_dir: Path, shape: TuneShape, device_name: str,
-              winners: dict[str, dict[int, Any]]) -> list[Path]:
-        from tilefit.tune.config_files import write_sglang_files
-
-        per_batch = {b: c.as_dict() for b, c in winners["both"].items()}
-        return write_sglang_files(out_dir, shape.experts, shape.width, device_name, per_batch, None,
-                                  self.versions().get("triton", "unknown"))

@@ -1,4 +1,5 @@
-"""Engine config files: names and contents as vLLM's and SGLang's loaders read them."""
+"""Engine config files: names and contents as vLLM's and SGLang's loaders read them
+(vllm fused_moe.py get_config_file_name 0.11.0-0.33.0; sglang fused_moe_triton_config.py 0.5.10-0.5.23)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import os
 import pytest
 
 from tilefit.errors import UsageError
-from tilefit.tune import config_files as cf
+from tilefit.engines import get_engine, sglang, vllm
+from tilefit.engines import triton_moe as cf
 
 CFG = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 16,
        "num_warps": 4, "num_stages": 3}
@@ -16,34 +18,36 @@ CFG = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE
 
 def test_vllm_names():
     # Names as they appear in vLLM's configs/ folder.
-    assert cf.vllm_config_name(8, 14336, "NVIDIA H100 80GB HBM3") == \
+    assert vllm.config_name(8, 14336, "NVIDIA H100 80GB HBM3") == \
         "E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json"
-    assert cf.vllm_config_name(256, 256, "NVIDIA H200", "fp8_w8a8", [128, 128]) == \
+    assert vllm.config_name(256, 256, "NVIDIA H200", "fp8_w8a8", [128, 128]) == \
         "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
     # Any H200 variant is filed as NVIDIA_H200 by vLLM.
-    assert cf.vllm_config_name(32, 2048, "NVIDIA H200 NVL") == "E=32,N=2048,device_name=NVIDIA_H200.json"
+    assert vllm.config_name(32, 2048, "NVIDIA H200 NVL") == "E=32,N=2048,device_name=NVIDIA_H200.json"
     # A block shape with a zero entry is dropped, as the engines do.
-    assert cf.vllm_config_name(8, 7168, "NVIDIA A100-SXM4-80GB", "int8_w8a16", [0, 0]) == \
+    assert vllm.config_name(8, 7168, "NVIDIA A100-SXM4-80GB", "int8_w8a16", [0, 0]) == \
         "E=8,N=7168,device_name=NVIDIA_A100-SXM4-80GB,dtype=int8_w8a16.json"
 
 
 def test_sglang_names():
     # Files as they sit in SGLang's configs/triton_3_4_0/ folder.
-    assert cf.sglang_config_relpath(256, 256, "NVIDIA H20-3e", "3.4.0", "fp8_w8a8", (128, 128)) == \
+    assert sglang.config_relpath(256, 256, "NVIDIA H20-3e", "3.4.0", "fp8_w8a8", (128, 128)) == \
         "triton_3_4_0/E=256,N=256,device_name=NVIDIA_H20-3e,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    assert cf.sglang_config_relpath(256, 256, "NVIDIA H20-3e", "3.4.0", "fp8_w8a8", (128, 128),
+    assert sglang.config_relpath(256, 256, "NVIDIA H20-3e", "3.4.0", "fp8_w8a8", (128, 128),
                                     down=True) == \
         "triton_3_4_0/E=256,N=256,device_name=NVIDIA_H20-3e,dtype=fp8_w8a8,block_shape=[128, 128]_down.json"
-    assert cf.sglang_config_relpath(512, 128, "NVIDIA H200", "3.4.0") == \
+    assert sglang.config_relpath(512, 128, "NVIDIA H200", "3.4.0") == \
         "triton_3_4_0/E=512,N=128,device_name=NVIDIA_H200.json"
     # SGLang keeps the full device name (no H200 folding).
-    assert "NVIDIA_H200_NVL" in cf.sglang_config_name(8, 64, "NVIDIA H200 NVL")
+    assert "NVIDIA_H200_NVL" in sglang.config_name(8, 64, "NVIDIA H200 NVL")
     with pytest.raises(UsageError):
-        cf.sglang_version_dir("../3.4")
+        sglang.version_dir("../3.4")
 
 
 def test_content_is_sorted_and_versioned(tmp_path):
-    path = cf.write_vllm_file(tmp_path, 32, 2048, "NVIDIA H200", {64: CFG, 1: CFG, 16: CFG}, "3.6.0")
+    (path,) = get_engine("vllm").write_tuned_configs(
+        tmp_path, E=32, N=2048, device_name="NVIDIA H200", weight_dtype="bf16",
+        gemm1={64: CFG, 1: CFG, 16: CFG}, gemm2=None, triton_version="3.6.0")
     data = json.loads(path.read_text())
     assert list(data) == ["triton_version", "1", "16", "64"]
     assert data["triton_version"] == "3.6.0"
@@ -57,8 +61,9 @@ def test_content_is_sorted_and_versioned(tmp_path):
 
 def test_sglang_files_and_down_rule(tmp_path):
     g2 = {1: {**CFG, "BLOCK_SIZE_N": 64}, 64: {**CFG, "num_stages": 4}}
-    paths = cf.write_sglang_files(tmp_path, 32, 2048, "NVIDIA H200", {1: CFG, 64: CFG}, g2, "3.6.0",
-                                  "fp8_w8a8", (128, 128))
+    write = get_engine("sglang").write_tuned_configs
+    paths = write(tmp_path, E=32, N=2048, device_name="NVIDIA H200", weight_dtype="fp8-block",
+                  gemm1={1: CFG, 64: CFG}, gemm2=g2, triton_version="3.6.0")
     assert [p.parent.name for p in paths] == ["triton_3_6_0", "triton_3_6_0"]
     assert paths[1].name.endswith("block_shape=[128, 128]_down.json")
     for p in paths:
@@ -66,7 +71,8 @@ def test_sglang_files_and_down_rule(tmp_path):
         assert all(k.isdigit() for k in json.loads(p.read_text()))
     bad = {1: {**CFG, "BLOCK_SIZE_M": 32}, 64: CFG}
     with pytest.raises(ValueError, match="BLOCK_SIZE_M"):
-        cf.write_sglang_files(tmp_path, 32, 2048, "NVIDIA H200", {1: CFG, 64: CFG}, bad, "3.6.0")
+        write(tmp_path, E=32, N=2048, device_name="NVIDIA H200", weight_dtype="bf16",
+              gemm1={1: CFG, 64: CFG}, gemm2=bad, triton_version="3.6.0")
 
 
 def test_nearest_batch_matches_engine_rule():

@@ -1,0 +1,84 @@
+"""The protocol every serving engine answers (sglang, vLLM, TensorRT-LLM: one module each).
+
+check, diagnose, tune and the CLI ask an engine, found by name through engines.registry.get_engine,
+and never branch on its name: its parallel layout from its flags, the MoE backend and kernel family
+it runs, its default kernel configs, the tuned-config files it reads and writes, its fused-finalize
+switch, what is fatal and the fixes, and its ready and fatal log lines. Facts that are data live in
+engines/data/*.toml (each row with its source and the versions read); engines/table.py reads them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from tilefit.engines.triton_moe import DefaultConfig
+from tilefit.engines.types import BackendChoice, ConfigLookup, Fatality, FinalizeState, Remedy
+from tilefit.hw.catalog import Arch
+from tilefit.layout.plan import Layout
+
+PerBatch = Mapping[int, Mapping[str, int]]  # batch -> {BLOCK_SIZE_M, ..., num_stages}
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """One serving engine, as tilefit models it. Methods that do not apply to an engine (TensorRT-LLM
+    has no Triton fused-MoE config files) raise a UsageError saying what it does instead."""
+
+    name: str  # 'sglang', as the CLI's --engine spells it
+    title: str  # 'SGLang', for sentences
+    newest: str  # the newest version whose source was read: what `version=None` means for defaults
+    tuned_config_env: str | None  # the variable that points the engine at tuned config files
+    ready_lines: tuple[str, ...]  # log text that means the server is ready
+    fatal_lines: tuple[str, ...]  # log text that means the engine died
+
+    def layout(self, *, tp: int = 1, ep: int = 1, dp: int = 1, enable_expert_parallel: bool = False,
+               enable_dp_attention: bool = False) -> Layout:
+        """The MoE layout the engine's --tp/--ep/--dp flags (and vLLM's --enable-expert-parallel,
+        sglang's --enable-dp-attention) give."""
+        ...
+
+    def backend(self, weight_dtype: str, arch: Arch | str, *, layout: Layout | None = None,
+                version: str | None = None, override: str | None = "auto",
+                environ: Mapping[str, str] | None = None) -> BackendChoice:
+        """The MoE backend and kernel family the engine runs for this quantization, arch, layout,
+        version and environment; `override` is the CLI's --backend."""
+        ...
+
+    def default_configs(self, batches: Iterable[int], *, E: int, weight_dtype: str,
+                        arch: Arch | str, version: str | None = None) -> dict[int, DefaultConfig]:
+        """The Triton fused-MoE config the engine launches per batch size when no tuned file
+        matches (E = local experts)."""
+        ...
+
+    def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
+                          triton_version: str | None = None,
+                          config_dir: str | os.PathLike[str] | None = None,
+                          environ: Mapping[str, str] | None = None, version: str | None = None,
+                          down: bool = False) -> ConfigLookup:
+        """The tuned config file the engine would load, and every path it tries, in its order."""
+        ...
+
+    def write_tuned_configs(self, out_dir: str | os.PathLike[str], *, E: int, N: int,
+                            device_name: str, weight_dtype: str, gemm1: PerBatch,
+                            gemm2: PerBatch | None, triton_version: str | None) -> list[Path]:
+        """Write tuned configs in the engine's file format (atomically); the paths written."""
+        ...
+
+    def fused_finalize(self, *, version: str | None = None, environ: Mapping[str, str] | None = None,
+                       settings: Mapping[str, str] | None = None) -> FinalizeState:
+        """Whether gemm2's fused FINALIZE tactics are in play; `settings` are launch options by the
+        engine's own name (e.g. TensorRT-LLM's moe_config.disable_finalize_fusion)."""
+        ...
+
+    def fatality(self, family: str) -> Fatality:
+        """Whether a config/tactic of `family` that cannot launch kills the engine at warmup."""
+        ...
+
+    def remedies(self, family: str, *, arch: Arch | str | None = None, version: str | None = None,
+                 kinds: tuple[str, ...] | None = None, dir: str | None = None,
+                 name: str | None = None, file: str | None = None) -> list[Remedy]:
+        """The fixes the engine offers for `family`, in its own terms (flags, env, YAML keys)."""
+        ...

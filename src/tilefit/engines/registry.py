@@ -1,0 +1,38 @@
+"""Engine name -> the module that models it, imported only when asked for.
+
+Adding an engine: write `tilefit/engines/<module>.py` exposing `ENGINE` (an object that answers
+engines.base.Engine, usually a TableEngine subclass), put its facts in engines/data/ (rows with
+engine = "<name>"), and add one line here. An unknown name is an error listing the known ones:
+no engine ever borrows another's behaviour.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from tilefit.engines.base import Engine
+from tilefit.errors import UsageError
+
+# name -> module path
+ENGINES: dict[str, str] = {
+    "sglang": "tilefit.engines.sglang",
+    "vllm": "tilefit.engines.vllm",
+    "trtllm": "tilefit.engines.trtllm",
+}
+# Other spellings people use for the same engine.
+ALIASES = {"tensorrt-llm": "trtllm", "trt-llm": "trtllm", "tensorrt_llm": "trtllm"}
+
+
+def engine_names() -> tuple[str, ...]:
+    return tuple(ENGINES)
+
+
+def get_engine(name: str) -> Engine:
+    """The engine called `name` (case and the usual TensorRT-LLM spellings tolerated)."""
+    key = str(name).strip().lower()
+    key = ALIASES.get(key, key)
+    if key not in ENGINES:
+        raise UsageError(f"unknown engine {name!r}; use one of {', '.join(ENGINES)}")
+    engine = importlib.import_module(ENGINES[key]).ENGINE
+    assert isinstance(engine, Engine), f"{ENGINES[key]}.ENGINE does not answer the Engine protocol"
+    return engine

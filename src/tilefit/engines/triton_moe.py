@@ -1,0 +1,235 @@
+"""What vLLM and SGLang share about their Triton fused-MoE kernel: the tuned-config file content,
+the default-config value, the dtype spelling in file names, and where the installed engine lives.
+
+File names and search order differ per engine and live in engines/vllm.py and engines/sglang.py.
+Content (read from both engines' loaders: vllm fused_moe.py get_moe_configs 0.11.0-0.33.0, sglang
+fused_moe_triton_config.py 0.5.10-0.5.23): {"triton_version": "x.y.z", "<batch>": {BLOCK_SIZE_M ..
+num_stages}, ...}. vLLM pops the version key before reading batch keys; SGLang's loader (through
+3.4-era releases) int()s every key, so its files carry the version only in the folder name. An
+engine takes the entry whose batch key is nearest to the running batch (ties: the first in file
+order). N is the per-rank expert width I/tp (w2's last dimension), not gemm1's 2I/tp.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from tilefit._io import write_json_atomic as _write_json_atomic
+from tilefit.engines.table import TableEngine
+from tilefit.engines.types import ConfigLookup, Source, check_arch, check_weight_dtype, parse_version
+from tilefit.errors import UsageError
+from tilefit.hw.catalog import Arch
+
+# The six keys both engines store, in their order.
+CONFIG_KEYS: tuple[str, ...] = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M",
+                                "num_warps", "num_stages")
+VERSION_KEY = "triton_version"
+# Keys an engine's default leaves out fall back to Triton's launch defaults.
+TRITON_LAUNCH_DEFAULTS = {"num_warps": 4, "num_stages": 3}
+TRITON_DEFAULTS_SRC = Source("triton-lang/triton", "python/triton/backends/nvidia/compiler.py "
+                             "(CUDAOptions num_warps=4, num_stages=3)", "3.6.0 (installed wheel)")
+
+
+@dataclass(frozen=True, slots=True)
+class DefaultConfig:
+    """An engine's default config for one batch size: all six keys, which ones the engine set
+    itself (the rest are Triton's launch defaults), the branch taken and its source."""
+
+    engine: str
+    version_range: str
+    config: dict[str, int] = field(hash=False)
+    from_engine: tuple[str, ...]
+    branch: str
+    sources: tuple[Source, ...] = field(compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, "version_range": self.version_range,
+                "config": dict(self.config), "from_engine": list(self.from_engine),
+                "branch": self.branch, "sources": [str(s) for s in self.sources]}
+
+    def as_moe_config(self) -> Any:
+        """The triton-moe family's config value (imports the family lazily)."""
+        from tilefit.kernels.triton_moe.config import MoEConfig
+
+        return MoEConfig.from_dict(self.config)
+
+
+def complete_default(engine: str, raw: Mapping[str, int], branch: str, source: Source,
+                     version_range: str) -> DefaultConfig:
+    """An engine's partial default dict completed with Triton's launch defaults, with sources."""
+    from_engine = tuple(k for k in CONFIG_KEYS if k in raw)
+    config = {k: int(raw[k]) if k in raw else TRITON_LAUNCH_DEFAULTS[k] for k in CONFIG_KEYS}
+    sources = (source,) if len(from_engine) == len(CONFIG_KEYS) else (source, TRITON_DEFAULTS_SRC)
+    return DefaultConfig(engine=engine, version_range=version_range, config=config,
+                         from_engine=from_engine, branch=branch, sources=sources)
+
+
+def engine_dtype(weight_dtype: str) -> tuple[str | None, tuple[int, int] | None]:
+    """tilefit weight dtype -> the engines' Triton fused-MoE dtype string and block shape, as
+    their config file names and default-config branches spell them."""
+    d = check_weight_dtype(weight_dtype)
+    if d in ("bf16", "fp16"):
+        return None, None
+    if d == "fp8":
+        return "fp8_w8a8", None
+    if d == "fp8-block":
+        return "fp8_w8a8", (128, 128)
+    raise UsageError(f"the Triton fused-MoE path takes bf16, fp16, fp8 or fp8-block weights, not "
+                     f"{weight_dtype}; its engines run {weight_dtype} on other kernels")
+
+
+def device_part(device_name: str) -> str:
+    name = str(device_name).strip()
+    if not name:
+        raise UsageError("a config file name needs the device name torch reports, e.g. 'NVIDIA H200'")
+    return name.replace(" ", "_")
+
+
+def selectors(dtype: str | None, block_shape: tuple[int, int] | list[int] | None,
+              *, spaced: bool) -> str:
+    """',dtype=..,block_shape=[..]' as a file name spells it (SGLang: Python's list repr)."""
+    text = f",dtype={dtype}" if dtype else ""
+    # Both engines drop the block shape when it is absent or has a zero entry.
+    if block_shape and all(block_shape):
+        bn, bk = (int(v) for v in block_shape)
+        text += f",block_shape=[{bn}, {bk}]" if spaced else f",block_shape=[{bn},{bk}]"
+    return text
+
+
+def config_content(per_batch: Mapping[int, Mapping[str, int]], triton_version: str | None
+                   ) -> dict[str, Any]:
+    """The JSON object the engines read: version first, then batch keys in ascending order."""
+    out: dict[str, Any] = {}
+    if triton_version:
+        out[VERSION_KEY] = str(triton_version)
+    for batch in sorted(per_batch):
+        cfg = per_batch[batch]
+        missing = [k for k in CONFIG_KEYS if k not in cfg]
+        if missing:
+            raise ValueError(f"config for batch {batch} lacks {', '.join(missing)}")
+        out[str(int(batch))] = {k: int(cfg[k]) for k in CONFIG_KEYS}
+    return out
+
+
+def parse_config_content(data: Mapping[str, Any], source: str = "config file"
+                         ) -> tuple[str | None, dict[int, dict[str, int]]]:
+    """(triton_version, {batch: config}) from an engine file's JSON object; bad entries are a UsageError."""
+    if not isinstance(data, Mapping):
+        raise UsageError(f"{source}: expected a JSON object keyed by batch size")
+    version = data.get(VERSION_KEY)
+    per_batch: dict[int, dict[str, int]] = {}
+    for key, value in data.items():
+        if key == VERSION_KEY:
+            continue
+        try:
+            batch = int(key)
+        except ValueError:
+            raise UsageError(f"{source}: key {key!r} is not a batch size") from None
+        if not isinstance(value, Mapping) or any(k not in value for k in CONFIG_KEYS):
+            raise UsageError(f"{source}: entry {key!r} needs the keys {', '.join(CONFIG_KEYS)}")
+        per_batch[batch] = {k: int(value[k]) for k in CONFIG_KEYS}
+    return (str(version) if version is not None else None), per_batch
+
+
+def read_config_file(path: str | os.PathLike[str]) -> tuple[str | None, dict[int, dict[str, int]]]:
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"cannot read {p}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"{p} is not valid JSON ({e.msg} at line {e.lineno})") from None
+    except (RecursionError, UnicodeDecodeError):
+        raise UsageError(f"{p} is not a tuned config file (JSON object keyed by batch size)") from None
+    return parse_config_content(data, str(p))
+
+
+def nearest_batch(keys: list[int] | tuple[int, ...], batch: int) -> int:
+    """The engines' lookup: the key with the smallest |key - batch|; on a tie the earlier key in
+    file order (ascending in files we write) wins, as Python's min() does in their loaders."""
+    if not keys:
+        raise ValueError("no batch keys to choose from")
+    return min(keys, key=lambda k: abs(k - batch))
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
+    """Engine config files: 4-space JSON like the engines' own, written atomically."""
+    return _write_json_atomic(path, data, indent=4)
+
+
+def package_dir(module: str) -> Path | None:
+    """An installed engine's package folder, found without importing it; None if absent."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or spec.origin in ("namespace", "built-in"):
+        locs = list(spec.submodule_search_locations or []) if spec else []
+        return Path(locs[0]) if locs else None
+    return Path(spec.origin).parent
+
+
+def installed_triton_version() -> str | None:
+    """The Triton version pip recorded, read from metadata (Triton is not imported)."""
+    try:
+        return metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class TritonEngine(TableEngine):
+    """An engine that runs the Triton fused-MoE kernel (vLLM, SGLang): its default configs per
+    batch and its tuned-config lookup, over the subclass's `default_branch` and `_find`."""
+
+    default_sources: Mapping[str, Source] = {}  # range key -> where that range's branches were read
+    default_ranges: Mapping[str, str] = {}  # range key -> the versions it covers, for people
+
+    def default_branch(self, M: int, E: int, dtype: str | None, block: tuple[int, int] | None,
+                       version: tuple[int, int, int], arch: Arch) -> tuple[dict[str, int], str, str]:
+        """get_default_config's answer for batch M: (partial config, branch, range key)."""
+        raise NotImplementedError
+
+    def default_configs(self, batches: Iterable[int], *, E: int, weight_dtype: str,
+                        arch: Arch | str, version: str | None = None) -> dict[int, DefaultConfig]:
+        """The engine's get_default_config per batch (CUDA, not ROCm or batch-invariant modes);
+        N, K and top-k enter no branch of the versions read. `version` None: the newest read."""
+        a = check_arch(arch)
+        dtype, block = engine_dtype(weight_dtype)
+        v = parse_version(version or self.newest)
+        out = {}
+        for m in (int(b) for b in batches):
+            if m < 1 or E < 1:
+                raise UsageError(f"batch M and experts E must be >= 1, got M={m}, E={E}")
+            raw, branch, key = self.default_branch(m, E, dtype, block, v, a)
+            out[m] = complete_default(self.name, raw, branch, self.default_sources[key],
+                                      self.default_ranges[key])
+        return out
+
+    def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
+                          triton_version: str | None = None,
+                          config_dir: str | os.PathLike[str] | None = None,
+                          environ: Mapping[str, str] | None = None, version: str | None = None,
+                          down: bool = False) -> ConfigLookup:
+        """The file the engine would load for (E, N, device, dtype), searching `config_dir` (a
+        folder the user will point the engine at) first; `environ` defaults to this process's."""
+        if E < 1 or N < 1:
+            raise UsageError(f"E and N must be >= 1, got E={E}, N={N}")
+        user = Path(config_dir).expanduser() if config_dir is not None else None
+        if user is not None and not user.is_dir():
+            raise UsageError(f"--config-dir {str(user)!r} is not a folder")
+        dtype, block = engine_dtype(weight_dtype)
+        self.check_version(version)
+        return self._find(E, N, device_name, dtype, block, user,
+                          os.environ if environ is None else environ, triton_version, version, down)
+
+    def _find(self, E: int, N: int, device: str, dtype: str | None, block: tuple[int, int] | None,
+              user: Path | None, env: Mapping[str, str], triton_version: str | None,
+              version: str | None, down: bool) -> ConfigLookup:
+        raise NotImplementedError
