@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tilefit.cli.tune_cmd import STANDARD_BATCHES as STANDARD
+from tilefit.tune.targets.registry import STANDARD_BATCHES as STANDARD
 from tilefit.tune.run import JOURNAL as JOURNAL_NAME
 
 CHECKED = (1, 64, 1024, 4096)

@@ -14,18 +14,9 @@ from tilefit.cli.args import add_json_arg, int_list, positive_int
 from tilefit.errors import UsageError
 # A module attribute, so that tests can replace it.
 from tilefit.tune.device import local_gpus as _local_gpus
+from tilefit.tune.targets.registry import (
+    CPU_TARGETS, ENGINE_TARGETS, PUBLIC_TARGETS, STANDARD_BATCHES, target_factory)
 
-# The batch sizes vLLM's and SGLang's tuners sweep (FACTS.md section 5).
-STANDARD_BATCHES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096)
-PUBLIC_TARGETS = ("tilefit", "vllm", "sglang")
-CPU_TARGETS = ("fake", "replay")
-TARGET_FACTORIES = {
-    "tilefit": "tilefit.tune.targets.tilefit_moe:TilefitMoETarget",
-    "vllm": "tilefit.tune.targets.engines:VllmTarget",
-    "sglang": "tilefit.tune.targets.engines:SglangTarget",
-    "fake": "tilefit.tune.targets.fake:FakeTarget",
-    "replay": "tilefit.tune.targets.replay:ReplayTarget",
-}
 TUNABLE_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8-block": "fp8", "fp8": "fp8"}
 
 
@@ -114,9 +105,8 @@ def build_request(args: argparse.Namespace) -> Any:
     from tilefit.tune.workers import default_compile_workers
 
     target = "replay" if args.replay else args.target
-    if target not in TARGET_FACTORIES:
-        raise UsageError(f"unknown --target {args.target!r}; use one of {', '.join(PUBLIC_TARGETS)}")
-    if target in ("vllm", "sglang"):
+    factory = target_factory(target)
+    if target in ENGINE_TARGETS:
         from tilefit.tune.targets.engines import require_engine
 
         require_engine(target, target)
@@ -130,7 +120,7 @@ def build_request(args: argparse.Namespace) -> Any:
     plan = plan_layer(model, Layout(tp=args.tp, ep=args.ep))
     weights = model.weights.name
     dtype = TUNABLE_DTYPES.get(args.dtype, args.dtype) if args.dtype else TUNABLE_DTYPES.get(weights)
-    if target in ("vllm", "sglang") and dtype == "fp8" and not args.dtype:
+    if target in ENGINE_TARGETS and dtype == "fp8" and not args.dtype:
         raise UsageError(f"--target {target} tunes bf16/fp16 for now; {model.name} stores fp8 "
                          f"weights: pass --dtype bf16, or use --target tilefit for fp8")
     if args.dtype and dtype not in ("bf16", "fp16", "fp8"):
@@ -175,7 +165,7 @@ def build_request(args: argparse.Namespace) -> Any:
             raise UsageError(f"--replay {args.replay}: no such file (give a tilefit tune journal)")
         kwargs = {"path": str(Path(args.replay).resolve())}
     return TuneRequest(
-        TargetSpec.of(TARGET_FACTORIES[target], **kwargs), (shape,), tuple(args.batches),
+        TargetSpec.of(factory, **kwargs), (shape,), tuple(args.batches),
         Path(args.out), gpu.key, device_name, strategy=args.strategy, options=options,
         budget_minutes=args.budget, trials=args.trials, resume=args.resume,
         compile_workers=args.compile_workers or default_compile_workers(), devices=devices,
