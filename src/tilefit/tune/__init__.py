@@ -2,5 +2,6 @@
 
 Data flows: a target (targets/) offers a config space -> the family's SMEM model prefilters it ->
 a strategy (strategies/) picks configs -> isolated workers (workers.py) compile and time them ->
-every result goes to the journal (journal.py) -> winners go to the engines' files (config_files.py).
+every result goes to the journal (journal.py) -> winners go to the engines' files (each engine in
+tilefit.engines writes its own format).
 """
