@@ -81,5 +81,8 @@ def test_other_products_are_not_matched_by_prefix(other_product):
         get_gpu(other_product)
 
 
-def test_memory_is_read_as_binary_gigabytes():
-    assert get_gpu("rtx-5090").memory_bytes == 32 * 2**30
+def test_memory_is_the_drivers_total_in_bytes():
+    # nvidia-smi memory.total: 32607 MiB on an RTX 5090, 97887 MiB on an RTX PRO 6000 Blackwell
+    assert get_gpu("rtx-5090").memory_bytes == 32607 * 2**20
+    assert get_gpu("rtx-pro-6000").memory_bytes == 97887 * 2**20
+    assert all(g.memory_mib > 0 for g in all_gpus())

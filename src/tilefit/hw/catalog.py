@@ -54,12 +54,17 @@ class GPU:
     nvlink_gbps: float  # per direction; 0 when the part has no NVLink
     pcie_gen: int
     sources: tuple[tuple[str, str], ...] = field(compare=False)
+    memory_mib: int = 0  # total memory as the driver reports it (nvidia-smi memory.total); 0: unknown
 
     @property
     def memory_bytes(self) -> int:
-        """Device memory in bytes. Vendors' "GB" for GPU memory are binary: a '32 GB' RTX 5090
-        reports 32,607 MiB and a '141 GB' H200 143,771 MiB, so the figure is read as GiB."""
-        return int(self.memory_gb * 2**30)
+        """Device memory in bytes as the driver reports it (what engines size their pools from).
+
+        A '32 GB' RTX 5090 reports 32,607 MiB and a '141 GB' H200 143,771 MiB: the vendor's GB is
+        neither exact GB nor GiB, so the driver's figure is kept; without one, the vendor's
+        figure is read as decimal GB.
+        """
+        return self.memory_mib * 2**20 if self.memory_mib else int(self.memory_gb * 10**9)
 
     def peak_tflops(self, dtype: str) -> float | None:
         """Dense tensor-core peak for `dtype`, or None where the part has no such path."""
@@ -109,6 +114,7 @@ def _gpu_from(key: str, g: dict[str, Any], sources: dict[str, str]) -> GPU:
         nvlink_gbps=float(g["interconnect"]["nvlink_gbps"]),
         pcie_gen=int(g["interconnect"]["pcie_gen"]),
         sources=tuple(sorted((fig, sources[s]) for fig, s in src.items())),
+        memory_mib=int(g.get("memory_mib", 0)),
     )
 
 
