@@ -1,0 +1,14 @@
+"""Text layout of a memory plan for `plan --memory` and `check`: headline, table, verdict lines."""
+
+from __future__ import annotations
+
+from tilefit.cli.output import table
+from tilefit.memory.plan import MemoryPlan
+from tilefit.memory.render import footer, headline, rows
+
+
+def render_memory(plan: MemoryPlan) -> str:
+    lines = [headline(plan), f"pool rule: {plan.pool.rule}"]
+    lines += [f"layout: {n}" for n in plan.placement.notes]
+    lines += ["", table(["per GPU", "memory", "basis"], rows(plan), align="lrl"), ""]
+    return "\n".join(lines + footer(plan))
