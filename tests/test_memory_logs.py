@@ -8,63 +8,13 @@ sidecar widens a tolerance and says why (`why_weights`, `why_kv`, `why_pool`).
 
 from __future__ import annotations
 
-import re
 import tomllib
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from memory_fixtures import LOGS, NAMES, load
 
-from tilefit.hw.catalog import get_gpu
-from tilefit.memory import MemoryRequest, Parallel, Settings, plan_memory
-from tilefit.models.architecture import load_architecture
-
-LOGS = Path(__file__).resolve().parent / "fixtures" / "memory"
 GIB = 2**30
 GB_PRINTED = 2**30  # sglang's "GB" is bytes / 2**30 (get_available_gpu_memory)
-NAMES = sorted(p.stem for p in LOGS.glob("*.toml"))
-
-
-@dataclass(frozen=True)
-class Printed:
-    """What the engine printed, read from the excerpt."""
-
-    weights_gib: float | None = None
-    kv_tokens: int | None = None
-    kv_gib: float | None = None  # sglang: K + V size (or KV size); vLLM: available KV cache memory
-    concurrency: tuple[int, float] | None = None  # (tokens per request, x)
-
-
-def _f(pattern: str, text: str) -> re.Match | None:
-    return re.search(pattern, text)
-
-
-def read_log(text: str) -> Printed:
-    w = _f(r"Load weight end\..*?mem usage=([\d.]+) GB", text) or _f(r"Model loading took ([\d.]+) GiB", text)
-    kv_sg = _f(r"KV Cache is allocated\..*?#tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)",
-               text)
-    tokens_v = _f(r"GPU KV cache size: ([\d,]+) tokens", text)
-    avail_v = _f(r"Available KV cache memory: (-?[\d.]+) GiB", text)
-    conc = _f(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x", text)
-    kv_tokens = kv_gib = None
-    if kv_sg:
-        kv_tokens = int(kv_sg.group(1))
-        kv_gib = (float(kv_sg.group(2)) + float(kv_sg.group(3))) if kv_sg.group(2) else float(kv_sg.group(4))
-    if tokens_v:
-        kv_tokens = int(tokens_v.group(1).replace(",", ""))
-    if avail_v:
-        kv_gib = float(avail_v.group(1))
-    return Printed(weights_gib=float(w.group(1)) if w else None, kv_tokens=kv_tokens, kv_gib=kv_gib,
-                   concurrency=(int(conc.group(1).replace(",", "")), float(conc.group(2))) if conc else None)
-
-
-def load(name: str) -> tuple[dict, Printed, object]:
-    side = tomllib.loads((LOGS / f"{name}.toml").read_text(encoding="utf-8"))
-    printed = read_log((LOGS / f"{name}.log").read_text(encoding="utf-8"))
-    req = MemoryRequest(load_architecture(side["model"]), get_gpu(side["gpu"]), side["engine"],
-                        Parallel(**side.get("parallel", {})), Settings(**side.get("settings", {})),
-                        version=side.get("engine_version", "").split(" ")[0] or None)
-    return side, printed, plan_memory(req)
 
 
 def test_there_are_enough_real_logs():

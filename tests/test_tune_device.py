@@ -78,7 +78,7 @@ def test_unusable_device_is_usage_error(monkeypatch, props, message):
         return props
     monkeypatch.setattr(device_mod, "device_properties", query)
     with pytest.raises(UsageError, match=message):
-        resolve_device("NVIDIA A10", "bf16")
+        resolve_device("NVIDIA A40", "bf16")
 
 
 def test_cli_unknown_gpu_builds_request_with_device_arch(local_gpu, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tilefit.cli.output import table
 from tilefit.memory.plan import MemoryPlan
-from tilefit.memory.render import footer, headline, rows
+from tilefit.memory.render import compare_rows, footer, headline, rows
 
 
 def render_memory(plan: MemoryPlan) -> str:
@@ -12,3 +12,8 @@ def render_memory(plan: MemoryPlan) -> str:
     lines += [f"layout: {n}" for n in plan.placement.notes]
     lines += ["", table(["per GPU", "memory", "basis"], rows(plan), align="lrl"), ""]
     return "\n".join(lines + footer(plan))
+
+
+def render_comparison(plans: dict[str, MemoryPlan]) -> str:
+    headers, rows = compare_rows(plans)
+    return table(headers, rows, align="l" + "r" * (len(headers) - 1))

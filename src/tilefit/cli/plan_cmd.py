@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.cli.memory_args import add_memory_args
 from tilefit.cli.output import human_bytes, print_json, table
 
 DEFAULT_BATCHES = (1, 64, 1024)
@@ -25,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(replicated when dp = tp*ep)")
     p.add_argument("--batch", type=int_list, default=DEFAULT_BATCHES, metavar="B,B,...",
                    help="tokens entering the MoE layer (default: %(default)s)")
+    p.add_argument("--memory", action="store_true",
+                   help="add the per-GPU device-memory plan (weights by kind, KV pool, the rest, free); needs --gpu")
+    add_memory_args(p, engine=True)
     add_json_arg(p)
     p.set_defaults(func=run)
 
@@ -51,7 +55,7 @@ def plan_data(model_spec: str, gpu_name: str | None, tp: int, ep: int, dp: int,
         "layout": {"tp": layout.tp, "ep": layout.ep, "dp": layout.dp, "gpus": layout.gpus,
                    "label": layout.label()},
         "gpu": None if gpu is None else {"key": gpu.key, "name": gpu.name, "arch": gpu.arch.name,
-                                         "memory_gb": gpu.memory_gb,
+                                         "memory_gb": gpu.memory_gb, "memory_bytes": gpu.memory_bytes,
                                          "memory_share": plan.memory_share(gpu.memory_bytes)},
         "local_experts": plan.local_experts,
         "gemms": [{"name": g.name, "n": g.n, "k": g.k, "local_experts": g.groups,
@@ -87,7 +91,7 @@ def render(d: dict[str, Any]) -> str:
              f"{human_bytes(d['weight_bytes_all_moe_layers'])} for all {m['moe_layers']} MoE layers")
     if d["gpu"]:
         share = d["gpu"]["memory_share"]
-        total += f" ({share:.0%} of {d['gpu']['memory_gb']:g} GiB)"
+        total += f" ({share:.0%} of {d['gpu']['memory_bytes'] / 2**30:,.1f} GiB)"
         if share > 1:
             total += "\nthe expert weights alone exceed GPU memory: use a quantized variant or more GPUs"
     lines += ["", total, ""]
@@ -104,8 +108,27 @@ def render(d: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     d = plan_data(args.model, args.gpu, args.tp, args.ep, args.dp, args.batch)
+    memory = _memory_plan(args, d) if args.memory else None
     if args.json:
+        if memory is not None:
+            from tilefit.memory.render import as_dict
+
+            d["memory"] = as_dict(memory)
         print_json(d)
     else:
         print(render(d))
-    return 0
+        if memory is not None:
+            from tilefit.cli.memory_view import render_memory
+
+            print("\n" + render_memory(memory))
+    return 1 if memory is not None and not memory.fits else 0
+
+
+def _memory_plan(args: argparse.Namespace, d: dict[str, Any]):
+    from tilefit.cli.memory_args import memory_request
+    from tilefit.errors import UsageError
+    from tilefit.memory import plan_memory
+
+    if d["gpu"] is None:
+        raise UsageError("--memory needs a GPU: pass --gpu NAME (see `tilefit gpus`)")
+    return plan_memory(memory_request(args, args.model, d["gpu"]["key"], args.engine, args.tp, args.ep, args.dp))

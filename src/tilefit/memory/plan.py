@@ -47,6 +47,7 @@ class MemoryPlan:
     max_requests: int
     problems: tuple[str, ...]
     remedies: tuple[Remedy, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -112,6 +113,12 @@ def _core(req: MemoryRequest, rules: MemoryRules) -> tuple[Settings, Placement, 
     return settings, placement, weights, extras, kv, pool, rules.kv_tokens(req.arch, pool.kv_bytes, kv)
 
 
+def headroom(pool: Pool, kv: KVLayout, tokens: int) -> int:
+    """Memory left outside the pool once it is allocated: where an engine sizes the pool with a
+    smaller per-token figure than it stores (sglang 0.5.9's DSA fp8 pool), the excess comes out of it."""
+    return pool.headroom - max(0, tokens * kv.bytes_per_token - max(0, pool.kv_bytes))
+
+
 def check_request(req: MemoryRequest) -> None:
     a = req.arch
     if a.linear_attention:
@@ -132,16 +139,28 @@ def plan_memory(req: MemoryRequest) -> MemoryPlan:
     problems = []
     if pool.kv_bytes <= 0:
         problems.append(f"no room for the KV cache: {pool.rule}; short by {-pool.kv_bytes / GIB:.2f} GiB")
-    need = sum(f.bytes for f in pool.runtime)
-    if need > pool.headroom:
+    need, room = sum(f.bytes for f in pool.runtime), headroom(pool, kv, tokens)
+    if need > room:
         problems.append(f"CUDA graphs and activations need ~{need / GIB:.2f} GiB outside the pool but the memory "
-                        f"fraction leaves {pool.headroom / GIB:.2f} GiB (short by {(need - pool.headroom) / GIB:.2f} GiB)")
+                        f"fraction leaves {room / GIB:.2f} GiB (short by {(need - room) / GIB:.2f} GiB)")
     ctx = settings.context_length
     if ctx and 0 < tokens < ctx:
         problems.append(f"the KV pool holds {tokens:,} tokens, fewer than one request of the context length {ctx:,}")
     plan = MemoryPlan(req, settings, placement, weights, extras, kv, pool, tokens,
                       rules.max_requests(settings, tokens), tuple(problems), ())
-    return replace(plan, remedies=remedies(plan, rules))
+    return replace(plan, remedies=remedies(plan, rules), notes=notes(plan))
+
+
+def notes(plan: MemoryPlan) -> tuple[str, ...]:
+    """What a GO plan should still say: full-length requests that do not all fit at once."""
+    s, ctx = plan.settings, plan.settings.context_length
+    if plan.problems or not ctx or not plan.kv_tokens:
+        return ()
+    fit = plan.kv_tokens // ctx
+    if fit < plan.max_requests:
+        return (f"{fit:,} request(s) of {ctx:,} tokens fit the KV pool at once; the engine admits up to "
+                f"{plan.max_requests:,} running requests, so long requests queue (shorter ones share the pool)",)
+    return ()
 
 
 def _with_settings(req: MemoryRequest, **changes) -> MemoryRequest:
@@ -173,11 +192,6 @@ def remedies(plan: MemoryPlan, rules: MemoryRules) -> tuple[Remedy, ...]:
         if trial is not None and not trial.problems:
             out.append(Remedy(f"--tp {bigger.tp}" + (f" --ep {bigger.ep}" if bigger.ep > 1 else ""),
                               f"{trial.weight_bytes / GIB:.1f} GiB weights per GPU, {trial.kv_tokens:,} KV tokens"))
-    elif s.context_length and s.max_running_requests:
-        fit = plan.kv_tokens // s.context_length
-        if fit < s.max_running_requests:
-            out.append(Remedy(("--max-running-requests" if req.engine == "sglang" else "--max-num-seqs") + f" {fit}",
-                              f"{fit} requests of {s.context_length:,} tokens fit the pool at once"))
     return tuple(out)
 
 
@@ -191,7 +205,7 @@ def plan_memory_quiet(req: MemoryRequest, rules: MemoryRules) -> MemoryPlan | No
     problems = []
     if pool.kv_bytes <= 0:
         problems.append("no KV room")
-    if sum(f.bytes for f in pool.runtime) > pool.headroom:
+    if sum(f.bytes for f in pool.runtime) > headroom(pool, kv, tokens):
         problems.append("no runtime room")
     if settings.context_length and 0 < tokens < settings.context_length:
         problems.append("short pool")

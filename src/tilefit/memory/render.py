@@ -37,6 +37,7 @@ def headline(plan: MemoryPlan) -> str:
 def footer(plan: MemoryPlan) -> list[str]:
     lines = [f"max running requests: {plan.max_requests:,} ({plan.request.engine}'s limit for these settings)"]
     lines += [f"[NO-GO] {p}" for p in plan.problems]
+    lines += [f"note: {n}" for n in plan.notes]
     lines += [f"    fix: {rem.setting}  ({rem.effect})" for rem in plan.remedies]
     return lines
 
@@ -64,4 +65,26 @@ def as_dict(plan: MemoryPlan) -> dict[str, Any]:
         "estimates": sorted({f.kind for f in (*plan.pool.startup, *plan.pool.runtime) if f.is_estimate}),
         "problems": list(plan.problems),
         "remedies": [{"setting": r.setting, "effect": r.effect} for r in plan.remedies],
+        "notes": list(plan.notes),
     }
+
+
+def compare_rows(plans: dict[str, MemoryPlan]) -> tuple[list[str], list[tuple[str, ...]]]:
+    """Several plans side by side (one column each): weights by kind, KV pool, the rest, free,
+    KV tokens and concurrency. Headers and rows for a table."""
+    labels = list(plans)
+    kinds = [f.kind for f in next(iter(plans.values())).weights]
+    rows: list[tuple[str, ...]] = []
+    for i, kind in enumerate(kinds):
+        if any(p.weights[i].bytes for p in plans.values()):
+            rows.append((f"weights: {kind}", *(gib(p.weights[i].bytes) for p in plans.values())))
+    rows.append(("weights total", *(gib(p.weight_bytes) for p in plans.values())))
+    rows.append(("KV cache pool", *(gib(p.kv_pool_bytes) for p in plans.values())))
+    rows.append(("start-up (context, NCCL, reserve)", *(gib(p.startup_bytes) for p in plans.values())))
+    rows.append(("runtime (graphs, activations)", *(gib(p.runtime_bytes) for p in plans.values())))
+    rows.append(("free", *(gib(p.free_bytes) for p in plans.values())))
+    rows.append(("KV tokens per GPU", *(f"{p.kv_tokens:,}" for p in plans.values())))
+    rows.append(("requests at full context", *(f"{p.concurrency:.2f}" if p.concurrency is not None else "-"
+                                               for p in plans.values())))
+    rows.append(("verdict", *(p.verdict for p in plans.values())))
+    return ["per GPU", *labels], rows

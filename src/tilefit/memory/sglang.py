@@ -113,7 +113,7 @@ class SglangMemory:
 
     def extra_weights(self, arch: Architecture, placement: Placement, gpu: GPU,
                       settings: Settings) -> tuple[Figure, ...]:
-        return absorbed_mla_copies(arch, placement, "sglang 0.5.9 deepseek_v2.py post_load_weights (w_kc, w_vc)")
+        return absorbed_mla_copies(arch, placement, "sglang 0.5.9 deepseek_v2.py")
 
     def pool(self, req: MemoryRequest, settings: Settings, weights: int, kv: KVLayout) -> Pool:
         reserve, ctx, dist = usable_total(req.gpu), cuda_context(req.gpu), dist_init(req.parallel.tp)

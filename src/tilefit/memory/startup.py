@@ -54,8 +54,7 @@ def absorbed_mla_copies(arch: Architecture, p: Placement, where: str) -> tuple[F
         return ()
     heads = -(-a.heads // p.attn_tp)
     per_layer = heads * a.kv_lora_rank * (a.qk_nope_head_dim + a.v_head_dim) * 2
-    return (Figure("attention", per_layer * arch.num_layers,
-                   f"exact: bf16 W_UK/W_UV copies of kv_b_proj for absorbed MLA ({where})"),)
+    return (Figure("attention", per_layer * arch.num_layers, f"bf16 W_UK/W_UV copies of kv_b_proj ({where})"),)
 
 
 def moe_workspace(arch: Architecture, p: Placement, tokens: int) -> Figure:

@@ -88,7 +88,7 @@ class VllmMemory:
 
     def extra_weights(self, arch: Architecture, placement: Placement, gpu: GPU,
                       settings: Settings) -> tuple[Figure, ...]:
-        out = list(absorbed_mla_copies(arch, placement, "vLLM 0.11.0 MLA process_weights_after_loading"))
+        out = list(absorbed_mla_copies(arch, placement, "vLLM 0.11.0 MLA attention"))
         if arch.moe.weights.name == "mxfp4":
             pad = self.mxfp4_padding(arch, placement, settings.moe_backend or self.mxfp4_backend(gpu.arch.cc),
                                      gpu.arch.cc)

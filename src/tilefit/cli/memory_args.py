@@ -1,0 +1,64 @@
+"""The memory-plan flags shared by `plan --memory` and `check`, and the request they build.
+
+tilefit's own --tp/--ep mean tp x ep GPUs with experts split ep ways (see `layout/plan.py`); the
+request translates that into each engine's flags: sglang `--tp <gpus> --ep <ep>`, with
+`--enable-dp-attention --dp <dp>` when dp > 1; vLLM `-tp <gpus/dp> -dp <dp>`, with
+`--enable-expert-parallel` when ep > 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from tilefit.memory.kv import KV_DTYPES
+
+ENGINES = ("sglang", "vllm")
+
+
+def fraction(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {text!r}") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {v}")
+    return v
+
+
+def add_memory_args(p: argparse.ArgumentParser, *, engine: bool) -> None:
+    from tilefit.cli.args import positive_int
+
+    g = p.add_argument_group("device memory (the engine's defaults when not given)")
+    if engine:
+        g.add_argument("--engine", choices=ENGINES, default="sglang",
+                       help="engine whose memory rules to apply (default: %(default)s)")
+    g.add_argument("--mem-fraction", type=fraction, metavar="F",
+                   help="sglang --mem-fraction-static / vLLM --gpu-memory-utilization")
+    g.add_argument("--context-length", type=positive_int, metavar="N",
+                   help="sglang --context-length / vLLM --max-model-len: concurrency is counted at it")
+    g.add_argument("--max-running-requests", type=positive_int, metavar="N",
+                   help="sglang --max-running-requests / vLLM --max-num-seqs")
+    g.add_argument("--kv-dtype", default="auto", choices=("auto", *KV_DTYPES),
+                   help="KV-cache dtype (default: auto, the engine's rule)")
+    g.add_argument("--chunked-prefill", type=positive_int, metavar="N",
+                   help="sglang --chunked-prefill-size / vLLM --max-num-batched-tokens")
+    g.add_argument("--a2a-backend", choices=("none", "deepep"), default="none",
+                   help="sglang --moe-a2a-backend (DeepEP keeps shared experts whole on every GPU)")
+
+
+def memory_request(args: argparse.Namespace, model: str, gpu_name: str, engine: str,
+                   tp: int, ep: int, dp: int):
+    """A MemoryRequest from tilefit's layout flags and the memory flags."""
+    from tilefit.hw.catalog import get_gpu
+    from tilefit.memory import MemoryRequest, Parallel, Settings
+    from tilefit.models.architecture import load_architecture
+
+    gpus = tp * ep
+    if engine == "vllm":
+        parallel = Parallel(tp=gpus // dp, dp=dp, expert_parallel=ep > 1)
+    else:
+        parallel = Parallel(tp=gpus, ep=ep, dp=dp, dp_attention=dp > 1, a2a_backend=args.a2a_backend)
+    settings = Settings(mem_fraction=args.mem_fraction, context_length=args.context_length,
+                        max_running_requests=args.max_running_requests, kv_dtype=args.kv_dtype,
+                        chunked_prefill=args.chunked_prefill)
+    return MemoryRequest(load_architecture(model), get_gpu(gpu_name), engine, parallel, settings)
