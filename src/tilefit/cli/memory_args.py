@@ -1,9 +1,7 @@
 """The memory-plan flags shared by `plan --memory` and `check`, and the request they build.
 
 tilefit's own --tp/--ep mean tp x ep GPUs with experts split ep ways (see `layout/plan.py`); the
-request translates that into each engine's flags: sglang `--tp <gpus> --ep <ep>`, with
-`--enable-dp-attention --dp <dp>` when dp > 1; vLLM `-tp <gpus/dp> -dp <dp>`, with
-`--enable-expert-parallel` when ep > 1.
+request translates that into each engine's flags (`memory.Parallel.for_engine`).
 """
 
 from __future__ import annotations
@@ -53,11 +51,7 @@ def memory_request(args: argparse.Namespace, model: str, gpu_name: str, engine: 
     from tilefit.memory import MemoryRequest, Parallel, Settings
     from tilefit.models.architecture import load_architecture
 
-    gpus = tp * ep
-    if engine == "vllm":
-        parallel = Parallel(tp=gpus // dp, dp=dp, expert_parallel=ep > 1)
-    else:
-        parallel = Parallel(tp=gpus, ep=ep, dp=dp, dp_attention=dp > 1, a2a_backend=args.a2a_backend)
+    parallel = Parallel.for_engine(engine, tp * ep, ep, dp, args.a2a_backend)
     settings = Settings(mem_fraction=args.mem_fraction, context_length=args.context_length,
                         max_running_requests=args.max_running_requests, kv_dtype=args.kv_dtype,
                         chunked_prefill=args.chunked_prefill)

@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             from tilefit.cli.memory_view import render_memory
 
             print("\n" + render_memory(memory))
-    return 1 if memory is not None and not memory.fits else 0
+    return 1 if memory is not None and memory.problems else 0
 
 
 def _memory_plan(args: argparse.Namespace, d: dict[str, Any]):

@@ -32,6 +32,15 @@ class Parallel:
     expert_parallel: bool = False  # vLLM --enable-expert-parallel
     a2a_backend: str = "none"  # sglang --moe-a2a-backend (deepep replicates shared experts)
 
+    @classmethod
+    def for_engine(cls, engine: str, gpus: int, ep: int = 1, dp: int = 1, a2a_backend: str = "none") -> Parallel:
+        """The flags `engine` takes for `gpus` GPUs with experts split `ep` ways and attention
+        `dp` ways: sglang --tp <gpus> --ep <ep> [--dp <dp> --enable-dp-attention]; vLLM
+        -tp <gpus/dp> -dp <dp> [--enable-expert-parallel]."""
+        if engine == "vllm":
+            return cls(tp=gpus // dp, dp=dp, expert_parallel=ep > 1)
+        return cls(tp=gpus, ep=ep, dp=dp, dp_attention=dp > 1, a2a_backend=a2a_backend)
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:

@@ -45,8 +45,9 @@ class MemoryPlan:
     pool: Pool
     kv_tokens: int
     max_requests: int
-    problems: tuple[str, ...]
-    remedies: tuple[Remedy, ...]
+    problems: tuple[str, ...]  # the start fails: computed from the engine's own rule
+    warnings: tuple[str, ...]  # the start may fail: rests on an estimate (CUDA graphs, activations)
+    remedies: tuple[Remedy, ...] = ()
     notes: tuple[str, ...] = ()
 
     @property
@@ -85,7 +86,7 @@ class MemoryPlan:
 
     @property
     def verdict(self) -> str:
-        return "GO" if self.fits else "NO-GO"
+        return "NO-GO" if self.problems else "GO-WITH-WARNINGS" if self.warnings else "GO"
 
     def kv_tokens_for(self, pool_bytes: int) -> int:
         """The tokens this engine makes of a KV pool of `pool_bytes` (its layout and rounding)."""
@@ -132,22 +133,30 @@ def check_request(req: MemoryRequest) -> None:
         raise UsageError(f"sglang: --ep {p.ep} and --dp {p.dp} must divide --tp {p.tp}")
 
 
+def assess(settings: Settings, kv: KVLayout, pool: Pool, tokens: int) -> tuple[list[str], list[str]]:
+    """(problems, warnings): no KV pool or one shorter than a request of the context length is
+    certain from the engine's rule; too little room for graphs and activations rests on estimates."""
+    problems, warnings = [], []
+    if pool.kv_bytes <= 0:
+        problems.append(f"no room for the KV cache: {pool.rule}; short by {-pool.kv_bytes / GIB:.2f} GiB")
+    ctx = settings.context_length
+    if ctx and 0 < tokens < ctx:
+        problems.append(f"the KV pool holds {tokens:,} tokens, fewer than one request of the context length {ctx:,}")
+    need, room = sum(f.bytes for f in pool.runtime), headroom(pool, kv, tokens)
+    if need > room:
+        warnings.append(f"CUDA graphs and activations need ~{need / GIB:.2f} GiB (estimate) outside the pool but "
+                        f"the memory fraction leaves {room / GIB:.2f} GiB (short by {(need - room) / GIB:.2f} GiB): "
+                        "start-up may run out of memory capturing graphs")
+    return problems, warnings
+
+
 def plan_memory(req: MemoryRequest) -> MemoryPlan:
     check_request(req)
     rules = rules_for(req.engine)
     settings, placement, weights, extras, kv, pool, tokens = _core(req, rules)
-    problems = []
-    if pool.kv_bytes <= 0:
-        problems.append(f"no room for the KV cache: {pool.rule}; short by {-pool.kv_bytes / GIB:.2f} GiB")
-    need, room = sum(f.bytes for f in pool.runtime), headroom(pool, kv, tokens)
-    if need > room:
-        problems.append(f"CUDA graphs and activations need ~{need / GIB:.2f} GiB outside the pool but the memory "
-                        f"fraction leaves {room / GIB:.2f} GiB (short by {(need - room) / GIB:.2f} GiB)")
-    ctx = settings.context_length
-    if ctx and 0 < tokens < ctx:
-        problems.append(f"the KV pool holds {tokens:,} tokens, fewer than one request of the context length {ctx:,}")
+    problems, warnings = assess(settings, kv, pool, tokens)
     plan = MemoryPlan(req, settings, placement, weights, extras, kv, pool, tokens,
-                      rules.max_requests(settings, tokens), tuple(problems), ())
+                      rules.max_requests(settings, tokens), tuple(problems), tuple(warnings))
     return replace(plan, remedies=remedies(plan, rules), notes=notes(plan))
 
 
@@ -173,15 +182,15 @@ def remedies(plan: MemoryPlan, rules: MemoryRules) -> tuple[Remedy, ...]:
     req, s = plan.request, plan.settings
     out: list[Remedy] = []
     flag = "--mem-fraction-static" if req.engine == "sglang" else "--gpu-memory-utilization"
-    if plan.problems:
+    if plan.problems or plan.warnings:
         for mf in (0.95, 0.9, 0.88, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6):
             trial = plan_memory_quiet(_with_settings(req, mem_fraction=mf), rules)
-            if trial is not None and not trial.problems:
+            if trial is not None and trial.verdict == "GO":
                 out.append(Remedy(f"{flag} {mf:g}", f"{trial.kv_tokens:,} KV tokens"))
                 break
         if s.kv_dtype in ("bf16", "fp16"):
             trial = plan_memory_quiet(_with_settings(req, kv_dtype="fp8"), rules)
-            if trial is not None and not trial.problems:
+            if trial is not None and trial.verdict == "GO":
                 out.append(Remedy("--kv-cache-dtype fp8_e4m3", f"{trial.kv_tokens:,} KV tokens"))
         if s.context_length and 0 < plan.kv_tokens < s.context_length:
             out.append(Remedy(("--context-length" if req.engine == "sglang" else "--max-model-len")
@@ -189,7 +198,7 @@ def remedies(plan: MemoryPlan, rules: MemoryRules) -> tuple[Remedy, ...]:
         p = req.parallel
         bigger = replace(p, tp=p.tp * 2, ep=p.ep * 2 if p.ep > 1 else 1)
         trial = plan_memory_quiet(replace(req, parallel=bigger), rules)
-        if trial is not None and not trial.problems:
+        if trial is not None and trial.verdict == "GO":
             out.append(Remedy(f"--tp {bigger.tp}" + (f" --ep {bigger.ep}" if bigger.ep > 1 else ""),
                               f"{trial.weight_bytes / GIB:.1f} GiB weights per GPU, {trial.kv_tokens:,} KV tokens"))
     return tuple(out)
@@ -202,15 +211,9 @@ def plan_memory_quiet(req: MemoryRequest, rules: MemoryRules) -> MemoryPlan | No
         settings, placement, weights, extras, kv, pool, tokens = _core(req, rules)
     except UsageError:
         return None
-    problems = []
-    if pool.kv_bytes <= 0:
-        problems.append("no KV room")
-    if sum(f.bytes for f in pool.runtime) > headroom(pool, kv, tokens):
-        problems.append("no runtime room")
-    if settings.context_length and 0 < tokens < settings.context_length:
-        problems.append("short pool")
+    problems, warnings = assess(settings, kv, pool, tokens)
     return MemoryPlan(req, settings, placement, weights, extras, kv, pool, tokens,
-                      rules.max_requests(settings, tokens), tuple(problems), ())
+                      rules.max_requests(settings, tokens), tuple(problems), tuple(warnings))
 
 
 __all__ = ["KINDS", "MemoryPlan", "Remedy", "engines", "plan_memory", "rules_for"]

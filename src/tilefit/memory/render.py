@@ -37,6 +37,7 @@ def headline(plan: MemoryPlan) -> str:
 def footer(plan: MemoryPlan) -> list[str]:
     lines = [f"max running requests: {plan.max_requests:,} ({plan.request.engine}'s limit for these settings)"]
     lines += [f"[NO-GO] {p}" for p in plan.problems]
+    lines += [f"[WARNING] {w}" for w in plan.warnings]
     lines += [f"note: {n}" for n in plan.notes]
     lines += [f"    fix: {rem.setting}  ({rem.effect})" for rem in plan.remedies]
     return lines
@@ -64,6 +65,7 @@ def as_dict(plan: MemoryPlan) -> dict[str, Any]:
         "pool_rule": plan.pool.rule,
         "estimates": sorted({f.kind for f in (*plan.pool.startup, *plan.pool.runtime) if f.is_estimate}),
         "problems": list(plan.problems),
+        "warnings": list(plan.warnings),
         "remedies": [{"setting": r.setting, "effect": r.effect} for r in plan.remedies],
         "notes": list(plan.notes),
     }

@@ -1,0 +1,38 @@
+"""check's memory section: the device-memory plan of the deployment, as findings.
+
+NO-GO when the engine's memory rule leaves no KV pool, no room outside it for CUDA graphs and
+activations, or a pool shorter than one request of the context length; the remedies are the
+settings the plan checked (memory fraction, KV dtype, context length, a larger layout).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tilefit.check.report import FATAL, INFO, WARNING, Finding
+from tilefit.memory import MemoryPlan, MemoryRequest, Parallel, Settings, engines, plan_memory
+from tilefit.memory.render import gib, headline
+
+
+def memory_plan(model: str, gpu: Any, engine: str, layout: Any, settings: Settings) -> MemoryPlan | None:
+    """The plan for an engine tilefit has memory rules for (sglang, vLLM), else None."""
+    if engine not in engines():
+        return None
+    from tilefit.models.architecture import load_architecture
+
+    parallel = Parallel.for_engine(engine, layout.gpus, layout.ep, layout.dp)
+    return plan_memory(MemoryRequest(load_architecture(model), gpu, engine, parallel, settings))
+
+
+def memory_findings(plan: MemoryPlan) -> list[Finding]:
+    kinds = ", ".join(f"{f.kind} {gib(f.bytes)}" for f in plan.weights if f.bytes)
+    details = (f"weights per GPU: {kinds}", f"pool rule: {plan.pool.rule}",
+               f"KV: {plan.kv.bytes_per_token:,} B per token ({plan.kv.basis})", *plan.notes)
+    fixes = tuple({"kind": "memory", "setting": r.setting, "text": r.effect} for r in plan.remedies)
+    if plan.problems:
+        return [Finding(FATAL, "memory-does-not-fit", f"the deployment does not fit in GPU memory: {plan.problems[0]}",
+                        (headline(plan), *plan.problems[1:], *plan.warnings, *details), fixes)]
+    if plan.warnings:
+        return [Finding(WARNING, "memory-tight", f"GPU memory is tight: {plan.warnings[0]}",
+                        (headline(plan), *details), fixes)]
+    return [Finding(INFO, "memory", headline(plan), details)]
