@@ -179,3 +179,24 @@ def test_seed_deployment_ep8_vs_tp8_golden():
     ep8, tp8 = plans["EP8 (--tp 8 --ep 8)"], plans["TP8 (--tp 8)"]
     assert ep8.verdict == tp8.verdict == "GO"
     assert ep8.kv_tokens == pytest.approx(tp8.kv_tokens, rel=0.01)
+
+
+def test_inputs_from_a_parsed_launch_command():
+    """The launch parser's LaunchSpec (posted on the board: engine, layout, settings) read by attribute."""
+    from types import SimpleNamespace
+
+    from tilefit.layout.plan import Layout
+    from tilefit.memory.base import from_launch
+
+    settings = SimpleNamespace(mem_fraction=0.75, mem_fraction_kind="static", context_length=202752,
+                               max_running_requests=512, kv_cache_dtype="fp8_e4m3", chunked_prefill_size=None,
+                               cuda_graph_max_bs=None)
+    spec = SimpleNamespace(engine="sglang", layout=Layout(tp=1, ep=8, dp=1), settings=settings)
+    parallel, s = from_launch(spec)
+    assert parallel == Parallel(tp=8, ep=8) and s.mem_fraction == 0.75 and s.kv_dtype == "fp8_e4m3"
+    p = plan_memory(MemoryRequest(load_architecture("glm-5-nvfp4"), get_gpu("rtx-pro-6000"), "sglang", parallel, s))
+    assert p.settings.kv_dtype == "fp8" and p.kv_tokens > 0
+    vllm = SimpleNamespace(engine="vllm", layout=Layout(tp=1, ep=8, dp=4),
+                           settings=SimpleNamespace(**{**vars(settings), "mem_fraction_kind": "static"}))
+    parallel, s = from_launch(vllm)
+    assert parallel == Parallel(tp=2, dp=4, expert_parallel=True) and s.mem_fraction is None

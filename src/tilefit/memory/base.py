@@ -56,6 +56,20 @@ class Settings:
     moe_backend: str | None = None  # the MoE kernel path where it changes weight layout (vLLM mxfp4: marlin)
 
 
+def from_launch(spec: object) -> tuple[Parallel, Settings]:
+    """The memory plan's inputs from a parsed launch command (`tilefit.launch.LaunchSpec`, read by
+    attribute so this package does not depend on the parser): its layout (MoE TP, EP, attention
+    DP over `layout.gpus` GPUs) and the memory settings the command gave."""
+    engine, layout, ls = spec.engine, spec.layout, spec.settings  # type: ignore[attr-defined]
+    kind = {"sglang": "static", "vllm": "utilization"}.get(engine)
+    mf = ls.mem_fraction if getattr(ls, "mem_fraction_kind", kind) == kind else None
+    kv = ls.kv_cache_dtype or "auto"
+    settings = Settings(mem_fraction=mf, context_length=ls.context_length,
+                        max_running_requests=ls.max_running_requests, kv_dtype=kv,
+                        chunked_prefill=ls.chunked_prefill_size, cuda_graph_max_bs=ls.cuda_graph_max_bs)
+    return Parallel.for_engine(engine, layout.gpus, layout.ep, layout.dp), settings
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     """How many ways each kind of weight is split on this engine and layout (1 = replicated)."""
