@@ -49,8 +49,8 @@ def log_table() -> str:
             f"{kv_tokens:,}" if side.get("pool") != "layout" else f"layout {plan.kv.bytes_per_token:,} B/token",
             _err(kv_tokens, printed.kv_tokens) if side.get("pool") != "layout" and printed.kv_tokens else "-",
             f"{printed.kv_gib:.2f}" if printed.kv_gib is not None else "-",
-            f"{plan.pool.kv_bytes / GIB:.2f}",
-            plan.verdict,
+            f"{plan.pool.kv_bytes / GIB:.2f}" if side.get("pool") != "layout" else "-",
+            plan.verdict if side.get("pool") != "layout" else "-",
         ))
     return table(["source", "deployment", "weights printed GiB", "predicted", "err", "KV tokens printed",
                   "predicted", "err", "KV pool printed GiB", "predicted", "verdict"], rows,

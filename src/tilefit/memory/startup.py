@@ -59,7 +59,8 @@ def absorbed_mla_copies(arch: Architecture, p: Placement, where: str) -> tuple[F
 
 def moe_workspace(arch: Architecture, p: Placement, tokens: int) -> Figure:
     """The fused-MoE intermediate of the largest chunk: tokens x top-k rows of gate+up output and
-    of the activation, bf16 (the Triton and CUTLASS MoE kernels both stage these)."""
+    of the activation, bf16 (the Triton and CUTLASS MoE kernels both stage these; FlashInfer's
+    autotuner profiles its tactics at the same token counts, so its buffers peak at this too)."""
     m = arch.moe
     width = -(-m.expert_width // p.expert_tp)
     rows = tokens * m.top_k
