@@ -13,7 +13,7 @@ from typing import Any
 
 from tilefit._toml import load_package_toml
 from tilefit.errors import unknown_name
-from tilefit.models.loader import from_config, load_config_path
+from tilefit.models.loader import from_config, load_config_path, path_exists
 from tilefit.models.types import MoEModel
 
 
@@ -67,8 +67,8 @@ def load_model(name_or_path: str) -> MoEModel:
     if key in idx:
         return preset(idx[key])
     path = Path(name_or_path).expanduser()
-    if path.exists() or "/" in name_or_path or name_or_path.endswith(".json"):
-        if not path.exists():
+    if path_exists(path) or "/" in name_or_path or name_or_path.endswith(".json"):
+        if not path_exists(path):
             from tilefit.errors import UsageError
 
             raise UsageError(f"no such file or directory: {name_or_path}")

@@ -7,11 +7,12 @@ model under `text_config`; DBRX keeps its MoE fields under `ffn_config`. Quantiz
 
 from __future__ import annotations
 
-import json
 import math
+import stat
 from pathlib import Path
 from typing import Any
 
+from tilefit._io import loads_json, read_small_file
 from tilefit.errors import UsageError
 from tilefit.models.types import BF16, FP8, FP8_BLOCK, FP16, MXFP4, NVFP4, MoEModel, WeightFormat
 
@@ -200,32 +201,49 @@ def from_config(cfg: Any, *, name: str, source: str, quant: dict[str, Any] | Non
     )
 
 
+# A config.json is a few KiB (DeepSeek-V3's is 1.7 KiB; with long per-layer lists, tens of KiB),
+# hf_quant_config.json smaller still; a file past this bound is the wrong file or a hostile one.
+MAX_CONFIG_BYTES = 4 * 2**20
+_WHAT = "a Hugging Face config.json"
+
+
 def _read_json(path: Path) -> Any:
+    data = read_small_file(path, limit=MAX_CONFIG_BYTES, what=_WHAT)
+    return loads_json(data, source=str(path), what=_WHAT)
+
+
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir, with a permission or name-length error as a UsageError instead of a traceback."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return stat.S_ISDIR(path.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError:
-        raise UsageError(f"{path} is not a text file (expected a Hugging Face config.json)") from None
+
+
+def path_exists(path: Path) -> bool:
+    """Path.exists, with a permission or name-length error as a UsageError."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{path} is not valid JSON (line {e.lineno}: {e.msg})") from None
-    except RecursionError:
-        raise UsageError(f"{path} nests too deeply to be a model config") from None
+        path.stat()
+        return True
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def load_config_path(path: Path) -> MoEModel:
     """Load a config.json file, or a directory holding one (and maybe hf_quant_config.json)."""
-    if path.is_dir():
+    if _is_dir(path):
         directory, config_file = path, path / "config.json"
-        if not config_file.is_file():
+        if not path_exists(config_file):
             raise UsageError(f"{path} has no config.json")
     else:
         directory, config_file = path.parent, path
     cfg = _read_json(config_file)
     quant_file = directory / "hf_quant_config.json"
-    quant = _read_json(quant_file) if quant_file.is_file() else None
+    quant = _read_json(quant_file) if path_exists(quant_file) else None
     if quant is not None and not isinstance(quant, dict):
         raise UsageError(f"{quant_file}: expected a JSON object")
     # A file named config.json takes its folder's name; any other file its own stem.
