@@ -58,7 +58,8 @@ def test_gpus_and_models_listings(cli):
     (["plan", "--model", "glm-5", "--ep", "0"], "positive integer"),
     (["plan", "--model", "glm-5", "--tp", "-2"], "positive integer"),
     (["plan", "--model", "glm-5", "--batch", "1,x"], "positive integer"),
-    (["plan", "--model", "glm-5", "--batch", "2000000000"], "batch sizes"),
+    (["plan", "--model", "glm-5", "--batch", "20000000"], "batch sizes"),
+    (["plan", "--model", "glm-5", "--batch", "2000000000"], "positive integer up to 1,000,000,000"),
     (["plan", "--model", "/nonexistent/config.json"], "no such file"),
     (["plan"], "--model"),
 ])

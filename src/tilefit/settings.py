@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from tilefit.errors import UsageError
+from tilefit.numeric import bounded_int
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,9 +34,7 @@ def _positive_int(env: Mapping[str, str], name: str) -> int | None:
     value = env.get(name, "").strip()
     if not value:
         return None
-    if not value.isdigit() or int(value) == 0:
-        raise UsageError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+    return bounded_int(value, name, minimum=1)
 
 
 def from_environ(env: Mapping[str, str]) -> Settings:

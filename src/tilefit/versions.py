@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 
 from tilefit.errors import UsageError
+from tilefit.numeric import bounded_int, shown
 
+MAX_PART = 99_999  # each of major.minor.patch; calendar versions (2025.1) fit, 5,000 digits do not
 _VERSION_RE = re.compile(r"^\s*v?(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
 
@@ -16,6 +18,6 @@ def parse_version(text: str, what: str = "version", example: str = "0.7.4") -> t
     UsageError naming `what` (e.g. 'FlashInfer version') and an example spelling."""
     m = _VERSION_RE.match(str(text or ""))
     if not m:
-        raise UsageError(f"bad {what} {text!r}; write it like {example}")
-    major, minor, patch = (int(g or 0) for g in m.groups())
+        raise UsageError(f"bad {what} {shown(str(text))}; write it like {example}")
+    major, minor, patch = (bounded_int(g or "0", what, maximum=MAX_PART) for g in m.groups())
     return major, minor, patch

@@ -1,18 +1,29 @@
-"""Argument helpers shared by commands: typed parsing of lists and positive integers."""
+"""Argument helpers shared by commands: typed parsing of lists, positive integers and finite
+numbers. Each is an argparse `type`: a refusal is argparse's one-line error with exit 2."""
 
 from __future__ import annotations
 
 import argparse
 
+from tilefit.errors import UsageError
+from tilefit.numeric import MAX_COUNT, bounded_int, finite_float, shown
+
 
 def positive_int(text: str) -> int:
+    """1..MAX_COUNT; the digits are counted before conversion, so 5,000 of them are refused."""
     try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {v}")
-    return v
+        return bounded_int(text, "value", minimum=1, maximum=MAX_COUNT)
+    except UsageError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer up to {MAX_COUNT:,}, "
+                                         f"got {shown(str(text))}") from None
+
+
+def positive_float(text: str) -> float:
+    """A finite number above zero (nan and inf refused: neither is a timeout or a budget)."""
+    try:
+        return finite_float(text, "value", positive=True)
+    except UsageError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {shown(str(text))}") from None
 
 
 def int_list(text: str) -> tuple[int, ...]:

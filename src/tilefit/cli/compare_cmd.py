@@ -9,6 +9,7 @@ from typing import Any
 from tilefit.cli.args import add_json_arg, int_list, positive_int
 from tilefit.cli.output import print_json, table
 from tilefit.errors import UsageError
+from tilefit.numeric import MAX_COUNT, bounded_int
 
 DEFAULT_BATCHES = (1, 16, 64, 256, 1024)
 
@@ -54,7 +55,7 @@ def parse_layouts(text: str | None, gpus: int) -> list[tuple[int, int]]:
         parts = dict(_PART_RE.findall(item))
         if not _LAYOUT_RE.fullmatch(item) or len(parts) != len(_PART_RE.findall(item)):
             raise UsageError(f"bad layout {item!r}: write tpN, epN or tpNepM (e.g. tp8,ep8,tp2ep4)")
-        tp, ep = int(parts.get("tp", 1)), int(parts.get("ep", 1))
+        tp, ep = (bounded_int(parts.get(k, "1"), f"layout {k}", maximum=MAX_COUNT) for k in ("tp", "ep"))
         if tp < 1 or ep < 1:
             raise UsageError(f"bad layout {item!r}: tp and ep are at least 1")
         if tp * ep != gpus:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.cli.args import add_json_arg, int_list, positive_float, positive_int
 from tilefit.errors import UsageError
 # A module attribute, so that tests can replace it.
 from tilefit.tune.device import local_gpus as _local_gpus
@@ -18,16 +18,6 @@ from tilefit.tune.targets.registry import (
     CPU_TARGETS, ENGINE_TARGETS, PUBLIC_TARGETS, STANDARD_BATCHES, target_factory)
 
 TUNABLE_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8-block": "fp8", "fp8": "fp8"}
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return v
 
 
 def _indices(text: str) -> tuple[int, ...]:
@@ -63,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="search strategy (default: %(default)s)")
     p.add_argument("--strategy-option", action="append", metavar="NAME=VALUE",
                    help="a strategy option, repeatable (unknown names list the known ones)")
-    p.add_argument("--budget", type=_positive_float, metavar="MINUTES",
+    p.add_argument("--budget", type=positive_float, metavar="MINUTES",
                    help="wall-time budget for the whole run")
     p.add_argument("--trials", type=positive_int, metavar="N", help="at most N configs per search")
     p.add_argument("--out", default="tilefit-tune", metavar="DIR",
@@ -78,14 +68,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "pip install 'tilefit[ray]')")
     p.add_argument("--exhaustive-at", type=int_list, default=(), metavar="B,B,...",
                    help="also sweep the whole space at these batch sizes, to check the strategy")
-    p.add_argument("--compile-timeout", type=_positive_float, default=300.0, metavar="S",
+    p.add_argument("--compile-timeout", type=positive_float, default=300.0, metavar="S",
                    help="seconds before a compile is killed (default: %(default)s)")
-    p.add_argument("--run-timeout", type=_positive_float, default=120.0, metavar="S",
+    p.add_argument("--run-timeout", type=positive_float, default=120.0, metavar="S",
                    help="seconds before a timing run is killed (default: %(default)s)")
-    p.add_argument("--mem-bandwidth", type=_positive_float, metavar="GB/S",
+    p.add_argument("--mem-bandwidth", type=positive_float, metavar="GB/S",
                    help="the GPU's memory bandwidth, for a GPU not in tilefit's catalog (default: "
                         "estimated from the memory clock and bus width the device reports)")
-    p.add_argument("--peak-tflops", type=_positive_float, metavar="TFLOPS",
+    p.add_argument("--peak-tflops", type=positive_float, metavar="TFLOPS",
                    help="the GPU's dense tensor-core TFLOP/s for the tuned dtype, for a GPU not in "
                         "tilefit's catalog (default: a catalogued GPU of its arch scaled by SM count)")
     p.add_argument("--gpu", help=argparse.SUPPRESS)  # catalog GPU for fake/replay runs

@@ -19,9 +19,11 @@ from tilefit.kernels.base import (EXCEEDS_SMEM, FITS, NO_DISPATCH, UNSUPPORTED, 
                                   SmemFootprint, judge)
 from tilefit.kernels.flashinfer_cutlass import catalog, smem
 from tilefit.kernels.flashinfer_cutlass.catalog import Tactic
+from tilefit.numeric import bounded_int
 
 _BARE_TILE = re.compile(r"^\s*\d+x\d+x\d+B?\s*$")
 
+MAX_TILE = 4096  # no CUTLASS tile or cluster side is longer; only the digits are counted here
 BLOCKLIST_ENV = "FLASHINFER_TACTICS_BLOCKLIST"
 # FlashInfer's autotuner keys: f"{custom_op}::{runner class}", custom_op per GEMM (fused_moe/core.py).
 BLOCKLIST_KEYS = {"gemm1": "trtllm::fused_moe::gemm1::MoERunner",
@@ -71,7 +73,7 @@ class FlashInferCutlassFamily:
         if not m:
             raise UsageError(f"bad tile {tile_word!r}; write MxNxK in elements (128x256x128) or an "
                              f"enum name (CtaShape128x256x64B)")
-        mm, nn, kk = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        mm, nn, kk = (bounded_int(g, "tile size", maximum=MAX_TILE) for g in m.group(1, 2, 3))
         enum_bytes = f"{mm}x{nn}x{kk}B" if m.group(4) else f"{mm}x{nn}x{kk * catalog.DTYPES[dtype][0] // 8}B"
         tile = catalog.enum_to_tile(enum_bytes, dtype)
         if arch is not None and dtype not in catalog.dtypes_for(arch.name):
@@ -98,7 +100,8 @@ class FlashInferCutlassFamily:
             elif q == "2sm":
                 cluster = (2, 1, 1)
             elif re.fullmatch(r"c?\d+x\d+x\d+", q):
-                cluster = tuple(int(v) for v in q.lstrip("c").split("x"))  # type: ignore[assignment]
+                cluster = tuple(bounded_int(v, "cluster size", maximum=MAX_TILE)  # type: ignore[assignment]
+                                for v in q.lstrip("c").split("x"))
             elif q in ("none", "nofusion"):
                 fusion = "none"
             elif q in ("nosmem", "nosmem-epi", "no-smem"):

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilefit.errors import UsageError
+from tilefit.numeric import shown
 
 # The sweep every engine tuner runs (FACTS.md section 5).
 GRID: dict[str, tuple[int, ...]] = {
@@ -108,19 +109,18 @@ def parse_config(text: str, dtype: str = "bf16") -> MoEConfig:
     dtype = canonical_dtype(dtype)
     parts = [p.strip() for p in str(text).replace("x", ",").split(",") if p.strip()]
     if len(parts) != len(KEYS):
-        raise UsageError(f"config {text!r} needs {len(KEYS)} comma-separated integers "
+        raise UsageError(f"config {shown(str(text))} needs {len(KEYS)} comma-separated integers "
                          f"BM,BN,BK,GM,warps,stages (e.g. 64,128,128,16,4,3)")
-    try:
-        vals = [int(p) for p in parts]
-    except ValueError:
-        raise UsageError(f"config {text!r}: every field must be an integer "
-                         f"(BM,BN,BK,GM,warps,stages)") from None
+    if not all(p.isdecimal() and len(p) <= 6 for p in parts):  # digits counted before int()
+        raise UsageError(f"config {shown(str(text))}: every field must be an integer of the grid "
+                         f"(BM,BN,BK,GM,warps,stages)")
+    vals = [int(p) for p in parts]
     axes = grid_axes(dtype)
     for key, v in zip(KEYS, vals):
         if key != "num_stages" and (v <= 0 or v & (v - 1)):
-            raise UsageError(f"config {text!r}: {key}={v} is not a power of two")
+            raise UsageError(f"config {shown(str(text))}: {key}={v} is not a power of two")
         allowed = axes[key]
         if v not in allowed:
-            raise UsageError(f"config {text!r}: {key}={v} is outside the {dtype} grid "
+            raise UsageError(f"config {shown(str(text))}: {key}={v} is outside the {dtype} grid "
                              f"({', '.join(map(str, allowed))})")
     return MoEConfig(*vals)
