@@ -116,3 +116,34 @@ def test_active_seconds_leaves_out_long_gaps(tmp_path):
     lines = [json.dumps({"t": t}) for t in (100.0, 101.5, 103.0, 5000.0, 5002.0)]
     path.write_text("\n".join(lines) + "\n")
     assert active_seconds(path, max_gap_s=60) == pytest.approx(5.0)
+
+
+def test_complete_last_entry_without_newline_is_kept(tmp_path):
+    """The last entry parses whole but lacks its newline: it counts as resumed and must stay in the
+    file (it was counted, then cut as a torn tail, and never measured again: 913 of 914)."""
+    path = tmp_path / "j.jsonl"
+    with Journal(path, resume=False, context={}) as j:
+        for i, r in enumerate(ALL):
+            j.record("fake", "s", i, CFG, r)
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    with Journal(path, resume=True, context={}) as j:
+        assert j.resumed == len(ALL)
+        assert j.lookup("fake", "s", len(ALL) - 1, CFG) == ALL[-1]
+        j.record("fake", "s", 99, CFG, Ok(1.0))
+    entries = list(read_entries(path))
+    assert len(entries) == len(ALL) + 1
+    assert [e.batch for e in entries] == [*range(len(ALL)), 99]
+    with Journal(path, resume=True, context={}) as j:  # and again: nothing lost on a second resume
+        assert j.resumed == len(ALL) + 1
+
+
+def test_torn_last_entry_is_dropped_and_only_it(tmp_path):
+    path = tmp_path / "j.jsonl"
+    with Journal(path, resume=False, context={}) as j:
+        for i, r in enumerate(ALL):
+            j.record("fake", "s", i, CFG, r)
+    data = path.read_bytes()
+    path.write_bytes(data[:-2])  # the last line cut before its closing brace
+    with Journal(path, resume=True, context={}) as j:
+        assert j.resumed == len(ALL) - 1 and j.lookup("fake", "s", len(ALL) - 1, CFG) is None
+    assert path.read_bytes() == data[:data.rstrip(b"\n").rfind(b"\n") + 1]

@@ -38,8 +38,20 @@ class Entry:
         return (self.target, self.shape, self.batch, self.config)
 
 
+def _entry(raw: bytes) -> Entry:
+    """One journal line -> Entry; ValueError, KeyError, TypeError or UsageError when it is not one."""
+    d = json.loads(raw)
+    return Entry(d["target"], d["shape"], d["batch"], MoEConfig.from_dict(d["config"]),
+                 from_json(d["result"]), d.get("t"))
+
+
+_NOT_AN_ENTRY = (ValueError, KeyError, TypeError, UsageError)
+
+
 def read_entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
-    """Every complete line of a journal; a torn last line is skipped, a bad middle line is an error."""
+    """Every complete line of a journal; a torn last line is skipped, a bad middle line is an error.
+    A last line that parses whole is complete even without its newline (a write cut one byte
+    short, an editor or a copy that dropped it)."""
     p = Path(path)
     try:
         lines = p.read_bytes().split(b"\n")
@@ -49,10 +61,8 @@ def read_entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
         if not raw.strip():
             continue
         try:
-            d = json.loads(raw)
-            yield Entry(d["target"], d["shape"], d["batch"], MoEConfig.from_dict(d["config"]),
-                        from_json(d["result"]), d.get("t"))
-        except (ValueError, KeyError, TypeError, UsageError) as e:
+            yield _entry(raw)
+        except _NOT_AN_ENTRY as e:
             if n == len(lines):
                 return  # no newline after it: the line a kill cut short
             raise UsageError(f"journal {p} line {n} is not a tilefit journal entry ({e}); "
@@ -74,7 +84,7 @@ class Journal:
             for e in read_entries(self.path):
                 self._known[e.key] = e.result
             self.resumed = len(self._known)
-            self._drop_torn_tail()
+            self._mend_tail()
         elif self.path.exists() and self.path.stat().st_size:
             raise UsageError(f"journal {self.path} exists; pass --resume to continue it, or choose "
                              f"another --out folder")
@@ -84,8 +94,10 @@ class Journal:
         except OSError as e:
             raise UsageError(f"cannot write journal {self.path}: {e.strerror or e}") from None
 
-    def _drop_torn_tail(self) -> None:
-        """Cut a partial last line so the next append starts on a fresh line."""
+    def _mend_tail(self) -> None:
+        """Make the next append start on a fresh line: a last line without its newline is kept
+        (newline added) when it is a whole entry, which read_entries counted as resumed, and cut
+        when it is torn, which read_entries skipped."""
         with open(self.path, "r+b") as f:
             size = f.seek(0, os.SEEK_END)
             if size == 0:
@@ -93,8 +105,18 @@ class Journal:
             f.seek(size - 1)
             if f.read(1) == b"\n":
                 return
-            f.seek(0)  # torn: only then is the journal read a second time
-            f.truncate(f.read().rfind(b"\n") + 1)
+            f.seek(0)  # only then is the journal read a second time
+            data = f.read()
+            start = data.rfind(b"\n") + 1
+            try:
+                _entry(data[start:])
+            except _NOT_AN_ENTRY:
+                f.truncate(start)
+                return
+            f.seek(size)
+            f.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
 
     def lookup(self, target: str, shape: str, batch: int | None,
                config: MoEConfig) -> Result | None:
