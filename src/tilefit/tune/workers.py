@@ -13,6 +13,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -52,9 +53,21 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="tilefit-parent-watch", daemon=True).start()
 
 
+def _send(conn: Any, message: tuple[str, Any]) -> None:
+    """Reply to the parent; a closed pipe means the parent is gone (killed, or it killed us as
+    hung and moved on), so this process ends quietly instead of printing a BrokenPipeError."""
+    try:
+        conn.send(message)
+    except OSError:  # BrokenPipeError, ConnectionResetError
+        os._exit(_RETIRE)
+
+
 def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
     """Child process: build the target once, then serve requests until told to stop."""
     _exit_with_parent()
+    # Ctrl-C reaches the whole process group; the parent decides what stops, and a worker that
+    # raised KeyboardInterrupt would only print a traceback per process.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if device is None:
         # A compile worker yields the CPU to the GPU workers: a timing worker that waits for a core
         # lets the GPU idle inside its CUDA events, and small kernels then measure slow.
@@ -66,9 +79,9 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
     try:
         target = spec.build()
     except BaseException as e:  # report, then exit: every request to this worker fails alike
-        conn.send(("init-failed", f"{type(e).__name__}: {e}"[:_MESSAGE_CHARS]))
+        _send(conn, ("init-failed", f"{type(e).__name__}: {e}"[:_MESSAGE_CHARS]))
         return
-    conn.send(("ready", None))
+    _send(conn, ("ready", None))
     while True:
         try:
             op, config_dict, shape_dict, batch = conn.recv()
@@ -92,7 +105,7 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
         except Exception as e:  # failure is data
             reply = _classify(op, e)
             fatal = bool(target.is_fatal(e))
-        conn.send(("reply" if not fatal else "retiring", reply))
+        _send(conn, ("reply" if not fatal else "retiring", reply))
         if fatal:
             conn.close()
             os._exit(_RETIRE)
