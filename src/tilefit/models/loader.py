@@ -14,7 +14,8 @@ from typing import Any
 
 from tilefit._io import loads_json, read_small_file
 from tilefit.errors import UsageError
-from tilefit.models.types import BF16, FP8, FP8_BLOCK, FP16, MXFP4, NVFP4, MoEModel, WeightFormat
+from tilefit.models.types import (BF16, FP8, FP8_BLOCK, FP16, MAX_EXPERTS, MAX_TOP_K, MXFP4, NVFP4, MoEModel,
+                                  WeightFormat)
 
 EXPERT_FIELDS = ("num_local_experts", "n_routed_experts", "moe_num_experts", "num_experts",
                  "ffn_config.moe_num_experts")
@@ -50,11 +51,11 @@ def _is_integral(v: Any) -> bool:
             and not (isinstance(v, float) and not math.isfinite(v)) and v == int(v))
 
 
-def _positive_int(where: str, field: str, value: Any, *, maximum: int = MAX_DIM) -> int:
+def _positive_int(where: str, field: str, value: Any, *, maximum: int = MAX_DIM, why: str = "") -> int:
     if not _is_integral(value):
         raise UsageError(f"{where}: {field} = {value!r} is not an integer")
     if not 0 < value <= maximum:
-        raise UsageError(f"{where}: {field} = {value} is out of range (expected 1..{maximum:,})")
+        raise UsageError(f"{where}: {field} = {value:,} is out of range (expected 1..{maximum:,}{why})")
     return int(value)
 
 
@@ -165,11 +166,13 @@ def from_config(cfg: Any, *, name: str, source: str, quant: dict[str, Any] | Non
     e_field, experts = _first(lm, EXPERT_FIELDS)
     if e_field is None or experts in (0, 1):
         raise UsageError(f"{where}: not an MoE model (none of {', '.join(EXPERT_FIELDS)} is set above 1)")
-    num_experts = _positive_int(where, e_field, experts)
+    num_experts = _positive_int(where, e_field, experts, maximum=MAX_EXPERTS,
+                                why="; the most of any public MoE is 2,048, served ones have up to 512")
     k_field, top_k = _first(lm, TOPK_FIELDS)
     if k_field is None:
         raise UsageError(f"{where}: MoE model without a top-k field (one of {', '.join(TOPK_FIELDS)})")
-    top_k = _positive_int(where, k_field, top_k, maximum=num_experts)
+    top_k = _positive_int(where, k_field, top_k, maximum=min(num_experts, MAX_TOP_K),
+                          why="; served MoEs route a token to at most 10 experts")
     w_field, width = _first(lm, WIDTH_FIELDS)
     h_field, hidden = _first(lm, HIDDEN_FIELDS)
     l_field, layers = _first(lm, LAYER_FIELDS)

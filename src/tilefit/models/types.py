@@ -44,6 +44,14 @@ MXFP4 = WeightFormat("mxfp4", 4, (1, 32), 1)
 FORMATS = {f.name: f for f in (BF16, FP16, FP32, FP8, FP8_BLOCK, NVFP4, MXFP4)}
 
 
+# Model sizes beyond any real model are refused: they are typos or hostile files, and the routing
+# statistics cost grows with experts x top-k. The most experts of a public MoE is 2,048 (Switch
+# Transformer switch-c-2048); decoder MoEs that engines serve have at most 512 (Qwen3-Next,
+# Qwen/Qwen3-Next-80B-A3B-Instruct config.json) and route a token to at most 10 of them there.
+MAX_EXPERTS = 2048
+MAX_TOP_K = 16
+
+
 @dataclass(frozen=True, slots=True)
 class MoEModel:
     """The parts of a model that decide its expert GEMMs. Widths are per expert, unsharded.
