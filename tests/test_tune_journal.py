@@ -147,3 +147,26 @@ def test_torn_last_entry_is_dropped_and_only_it(tmp_path):
     with Journal(path, resume=True, context={}) as j:
         assert j.resumed == len(ALL) - 1 and j.lookup("fake", "s", len(ALL) - 1, CFG) is None
     assert path.read_bytes() == data[:data.rstrip(b"\n").rfind(b"\n") + 1]
+
+
+def test_out_folder_the_os_refuses_is_one_line_exit_2(cli, tmp_path, monkeypatch):
+    """`tune --out` under a folder without search permission (simulated: root may search any
+    folder) or with a name over 255 characters: exit 2, not a traceback."""
+    import pathlib
+    import time
+
+    start = time.monotonic()
+    r = cli("tune", "--model", "mixtral-8x7b", "--target", "fake", "--trials", "2", "--batches", "1",
+            "--out", str(tmp_path / ("a" * 300)))
+    assert r.code == 2 and r.err.count("\n") == 1 and "File name too long" in r.err, r.err
+    assert time.monotonic() - start < 5
+    real_stat = pathlib.Path.stat
+
+    def refuse(self, *a, **k):
+        if "locked" in str(self):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, *a, **k)
+
+    monkeypatch.setattr(pathlib.Path, "stat", refuse)
+    with pytest.raises(UsageError, match="cannot read journal .*locked.*Permission denied"):
+        Journal(tmp_path / "locked" / "journal.jsonl", resume=True, context={})

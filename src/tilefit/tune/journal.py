@@ -80,15 +80,21 @@ class Journal:
         self._known: dict[tuple[Any, ...], Result] = {}
         self._lock = threading.Lock()
         self.resumed = 0
-        if resume and self.path.exists():
-            for e in read_entries(self.path):
-                self._known[e.key] = e.result
-            self.resumed = len(self._known)
-            self._mend_tail()
-        elif self.path.exists() and self.path.stat().st_size:
-            raise UsageError(f"journal {self.path} exists; pass --resume to continue it, or choose "
-                             f"another --out folder")
+        try:  # a folder without search permission or a name too long: one line, not a traceback
+            size: int | None = self.path.stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            size = None
+        except OSError as e:
+            raise UsageError(f"cannot read journal {self.path}: {e.strerror or e}") from None
         try:
+            if resume and size is not None:
+                for e in read_entries(self.path):
+                    self._known[e.key] = e.result
+                self.resumed = len(self._known)
+                self._mend_tail()
+            elif size:
+                raise UsageError(f"journal {self.path} exists; pass --resume to continue it, or "
+                                 f"choose another --out folder")
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "ab")
         except OSError as e:
