@@ -18,6 +18,19 @@ MIXTRAL = {"num_local_experts": 8, "num_experts_per_tok": 2, "hidden_size": 4096
            "num_hidden_layers": 32}
 
 
+def stat_refusing(fragment: str):
+    """A Path.stat that raises PermissionError for paths containing `fragment` (root may search any
+    folder, so tests run as root simulate the refusal)."""
+    real_stat = pathlib.Path.stat
+
+    def stat(self, *a, **k):
+        if fragment in str(self):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, *a, **k)
+
+    return stat
+
+
 def _one_line_exit_2(r, needle):
     assert r.code == 2, r.err
     assert r.err.count("\n") == 1 and needle in r.err and "Traceback" not in r.err
@@ -92,14 +105,7 @@ def test_folder_without_search_permission(cli, tmp_path, monkeypatch, quick):
             _one_line_exit_2(cli("plan", "--model", str(model), "--gpu", "h100"), "Permission denied")
         finally:
             (tmp_path / "locked").chmod(0o755)
-    real_stat = pathlib.Path.stat
-
-    def refuse(self, *a, **k):
-        if "locked" in str(self):
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_stat(self, *a, **k)
-
-    monkeypatch.setattr(pathlib.Path, "stat", refuse)
+    monkeypatch.setattr(pathlib.Path, "stat", stat_refusing("locked"))
     _one_line_exit_2(cli("plan", "--model", str(model), "--gpu", "h100"), "Permission denied")
 
 

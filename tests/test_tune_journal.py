@@ -155,18 +155,13 @@ def test_out_folder_the_os_refuses_is_one_line_exit_2(cli, tmp_path, monkeypatch
     import pathlib
     import time
 
+    from test_models_limits import stat_refusing
+
     start = time.monotonic()
     r = cli("tune", "--model", "mixtral-8x7b", "--target", "fake", "--trials", "2", "--batches", "1",
             "--out", str(tmp_path / ("a" * 300)))
     assert r.code == 2 and r.err.count("\n") == 1 and "File name too long" in r.err, r.err
     assert time.monotonic() - start < 5
-    real_stat = pathlib.Path.stat
-
-    def refuse(self, *a, **k):
-        if "locked" in str(self):
-            raise PermissionError(13, "Permission denied", str(self))
-        return real_stat(self, *a, **k)
-
-    monkeypatch.setattr(pathlib.Path, "stat", refuse)
+    monkeypatch.setattr(pathlib.Path, "stat", stat_refusing("locked"))
     with pytest.raises(UsageError, match="cannot read journal .*locked.*Permission denied"):
         Journal(tmp_path / "locked" / "journal.jsonl", resume=True, context={})
