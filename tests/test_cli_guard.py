@@ -87,3 +87,11 @@ def test_real_crash_through_the_console_entry(tmp_path):
 def test_ordinary_exits_unchanged(cli, argv):
     r = cli(*argv)
     assert r.code in (0, 2)
+
+
+def test_internal_error_under_json_is_data_too(cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr("tilefit.cli.main._run", _raise(AssertionError("unreachable")))
+    r = cli("models", "--json")
+    assert r.code == 70 and r.json()["error"]["code"] == 70
+    assert r.json()["error"]["message"].startswith("AssertionError: unreachable; details in ")
