@@ -71,3 +71,28 @@ def test_finite_float():
 def test_settings_counts(bad):
     with pytest.raises(UsageError, match="TILEFIT_NVCC_JOBS"):
         from_environ({"TILEFIT_NVCC_JOBS": bad})
+
+
+def test_compile_workers_capped_by_the_cores(cli):
+    from tilefit.tune.workers import default_compile_workers
+
+    start = time.monotonic()
+    r = cli("tune", "--model", "mixtral-8x7b", "--target", "fake", "--compile-workers", "100000")
+    assert time.monotonic() - start < 1.0
+    assert r.code == 2 and r.err.count("\n") == 1
+    assert f"--compile-workers 100,000 is more than the {default_compile_workers()} CPU core(s)" in r.err
+
+
+def test_nvcc_jobs_capped_by_the_cores(monkeypatch):
+    import os
+
+    from tilefit.oracles.nvcc_cutlass import nvcc_job_count
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setenv("TILEFIT_NVCC_JOBS", "512")
+    assert nvcc_job_count() == 4 and nvcc_job_count(2) == 2 and nvcc_job_count(64) == 4
+    monkeypatch.setenv("TILEFIT_NVCC_JOBS", "3")
+    from tilefit.settings import settings
+
+    settings.cache_clear()
+    assert nvcc_job_count() == 3

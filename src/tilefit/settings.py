@@ -2,7 +2,7 @@
 
 TILEFIT_CACHE_DIR        where oracle results are cached (default ~/.cache/tilefit)
 TILEFIT_FLASHINFER_DATA  FlashInfer's data/ folder (its pinned CUTLASS and TensorRT-LLM headers)
-TILEFIT_NVCC_JOBS        parallel nvcc compiles for the CUTLASS oracle (default: CPU count)
+TILEFIT_NVCC_JOBS        parallel nvcc compiles for the CUTLASS oracle (default and cap: CPU count)
 CUDA_HOME                where the CUDA toolkit (nvcc) lives when it is not on PATH
 """
 

@@ -104,6 +104,11 @@ def build_request(args: argparse.Namespace) -> Any:
             raise UsageError("--target sglang tunes without expert parallelism for now; use --ep 1, "
                              "or --target tilefit")
     ray = _ray_options(args, target)
+    cores = default_compile_workers()
+    if ray is None and args.compile_workers and args.compile_workers > cores:
+        raise UsageError(f"--compile-workers {args.compile_workers:,} is more than the {cores} CPU core(s) "
+                         f"this process may use (each worker is a compiling process); leave it out "
+                         f"for one per core")
     options = parse_option_text(args.strategy_option)
     make_options(get_strategy(args.strategy), options)  # reject bad options before any work
     model = load_model(args.model)

@@ -187,6 +187,13 @@ def _compile_and_run(tc: Toolchain, arch: str, lines: list[str], timeout: float)
     return rows
 
 
+def nvcc_job_count(requested: int | None = None) -> int:
+    """Parallel nvcc programs: `requested`, else TILEFIT_NVCC_JOBS, else one per core; never more
+    than the cores (each nvcc of a CUTLASS kernel holds gigabytes, extra ones only add memory)."""
+    cores = os.cpu_count() or 1
+    return max(1, min(requested or settings().nvcc_jobs or cores, cores))
+
+
 def measure(tactics: list[Any], flashinfer_data: str | os.PathLike[str] | None = None, *,
             jobs: int | None = None, timeout: float = 1800.0,
             tc: Toolchain | None = None) -> tuple[Toolchain, dict[Any, dict[str, Any]]]:
@@ -197,7 +204,7 @@ def measure(tactics: list[Any], flashinfer_data: str | os.PathLike[str] | None =
     toolchain already found for `flashinfer_data` (found here when not given).
     """
     tc = tc or toolchain(flashinfer_data)
-    jobs = max(1, jobs or settings().nvcc_jobs or (os.cpu_count() or 1))
+    jobs = nvcc_job_count(jobs)
     unique = list(dict.fromkeys(kernel_identity(t) for t in tactics))
     by_arch: dict[str, list[Any]] = {}
     for t in unique:
