@@ -95,6 +95,8 @@ def build_request(args: argparse.Namespace) -> Any:
     from tilefit.tune.workers import default_compile_workers
 
     target = "replay" if args.replay else args.target
+    if target == "replay" and not args.replay:
+        raise UsageError("--target replay needs --replay FILE (a tilefit tune journal to replay)")
     factory = target_factory(target)
     if target in ENGINE_TARGETS:
         from tilefit.tune.targets.engines import require_engine
@@ -156,7 +158,11 @@ def build_request(args: argparse.Namespace) -> Any:
     if figures is not None and not figures.from_catalog:
         kwargs["arch"] = gpu.arch.name  # the target's SMEM limits; no catalog entry to look up
     if target == "replay":
-        if not Path(args.replay).is_file():
+        try:
+            found_file = Path(args.replay).is_file()
+        except OSError as e:  # a name over 255 characters, a folder without search permission
+            raise UsageError(f"--replay {args.replay}: {e.strerror or e}") from None
+        if not found_file:
             raise UsageError(f"--replay {args.replay}: no such file (give a tilefit tune journal)")
         kwargs = {"path": str(Path(args.replay).resolve())}
     return TuneRequest(
