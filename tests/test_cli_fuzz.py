@@ -1,0 +1,237 @@
+"""Fuzz over the CLI's argument space: thousands of command lines (fixed seed) in-process through
+main(), a small sample through a real process. Every one must end with a documented exit code
+(0, 1, 2, 3), never 70 (an internal error is a bug), never a traceback, and a refusal (2) is one
+line on stderr.
+
+The options come from the parser itself (so a new option is fuzzed without editing this file);
+their values from pools of valid names and numbers mixed with hostile ones (5,000 digits, nan,
+names over 255 characters, devices, control characters). Nothing here needs a GPU or runs long:
+`tune` stops after validating its arguments, `compare --measure` measures nothing, and options
+that wait (`diagnose --follow`) or leave the machine (`tune --ray`) are not generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from contextlib import redirect_stderr, redirect_stdout
+
+import pytest
+
+from conftest import FIXTURES, REPO
+
+DOCUMENTED = {0, 1, 2, 3}
+CASES = int(os.environ.get("TILEFIT_FUZZ_CASES", "2500"))
+SEED = 16
+SKIPPED = {"--follow", "--ray", "--verify", "--help"}  # wait, leave the machine, compile, print help
+# Options that clean command lines carry so that they get past the first check: tune on the CPU
+# targets, fit with one of --gpu/--arch (this machine has no GPU to default to).
+CARRIED = {"tune": [("--target",)], "fit": [("--gpu", "--arch")]}
+
+D5000 = "9" * 5000
+HOSTILE = ["", " ", "-1", "0", "nan", "inf", "-inf", "1e999", D5000, "x" * 300, "\x1b[31mred\x07", "é",
+           "/dev/null", "../", ",", "=", "0x10", "1_000", "²"]
+COUNTS = (["1", "2", "4", "8"], ["16", "3", "64", "0", "-2", "1.5", "x", "1e3", D5000, "2000000000", "+4"])
+BATCHES = (["1", "1,64", "16,4096", "64"], ["0", ",", "1,x", "20000000", "1," + D5000, "1,1,1"])
+FLOATS = (["1", "0.5", "30"], ["nan", "inf", "-inf", "-1", "0", "1e999", "x", "1e-300"])
+
+
+def _pools(tmp: str) -> dict[str, tuple[list[str], list[str]]]:
+    """(valid, hostile) values per option dest; a dest not named here draws from HOSTILE."""
+    configs = FIXTURES / "configs"
+    folders = sorted(str(p) for p in configs.iterdir() if p.is_dir())[:4] if configs.is_dir() else []
+    logs = sorted(str(p) for p in (FIXTURES / "real").glob("*.log"))[:3]
+    return {
+        "model": (["mixtral-8x7b", "glm-5", "qwen3-30b-a3b", "kimi-k2", "gpt-oss-120b", *folders, f"{tmp}/config.json"],
+                  ["glm5", f"{tmp}/huge-int", f"{tmp}/million-experts", "/dev/zero", "./nonexistent/config.json",
+                   "x" * 300, "./" + "y" * 300, tmp]),
+        "gpu": (["h100", "h200", "rtx-pro-6000", "b200", "rtx-5090"], ["a100x", "rtx5900", ""]),
+        "arch": (["sm90", "sm100", "sm120", "sm80", "sm103"], ["sm999", "90"]),
+        "family": (["triton-moe", "flashinfer-cutlass"], ["cutlass", ""]),
+        "dtype": (["bf16", "fp16", "fp8", "fp8-block", "nvfp4", "mxfp4"], ["int4"]),
+        "config": (["64,128,64,16,4,3", "16,32,64,1,4,2", "128x256x128", "CtaShape128x256x64B finalize",
+                    "128x128x128 swap-ab c2x1x1", "128x128x128 ultra"], [D5000 + "x128x128", "1,2,3", "128x"]),
+        "engine_version": (["0.5.2", "0.4.9", "0.7.4", "v0.6.8.post1", "2025.1"], ["banana", D5000]),
+        "flashinfer": (["0.5.2", "0.6.1", "0.7.4", "0.2"], ["banana", D5000]),
+        "layouts": (["tp8", "ep8", "tp2ep4", "tp8,ep8", "tp4ep2,tp1ep8"], ["tp" + D5000, "tp0ep8", "ep", "x"]),
+        "interconnect": (["nvlink4", "nvlink5", "pcie4", "pcie5"], ["infiniband"]),
+        "tp": COUNTS, "ep": COUNTS, "dp": COUNTS, "reps": COUNTS, "trials": COUNTS, "compile_workers": COUNTS,
+        "gpus": (["8", "8", "4", "2", "1"], COUNTS[1] + ["0,1", "0,0"]),
+        "jobs": (["1", "2"], ["0", "-1", "x", "nan"]),
+        "batch": BATCHES, "batches": BATCHES, "exhaustive_at": BATCHES,
+        "budget": FLOATS, "compile_timeout": FLOATS, "run_timeout": FLOATS, "mem_bandwidth": FLOATS,
+        "peak_tflops": FLOATS, "poll": FLOATS, "max_wait": FLOATS, "settle": FLOATS,
+        "target": (["fake", "replay"], ["tilefit", "vllm", "sglang", "nope"]),
+        "strategy": (["fast", "exhaustive"], ["annealing"]),
+        "strategy_option": (["top=4"], ["seed=3", "x", "=", "top=nan", "top=" + D5000, "bogus=1"]),
+        "replay": ([f"{tmp}/journal.jsonl"], ["/dev/null", "./nonexistent.jsonl", "x" * 300]),
+        "out": ([f"{tmp}/out"], [f"{tmp}/file/sub", f"{tmp}/" + "z" * 300]),
+        "config_dir": ([tmp], [f"{tmp}/tuned", "/nonexistent", "/dev/null", "x" * 300]),
+        "env": (["SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0", "VLLM_TUNED_CONFIG_FOLDER=/nonexistent"],
+                ["A=B", "noequals", "=x", "SGLANG_MOE_CONFIG_DIR=" + tmp]),
+        "log": ([*logs], [f"{tmp}/empty.log", f"{tmp}/binary.log", "/dev/null", tmp, "./nonexistent.log",
+                          "x" * 300]),
+        "engine": (["sglang", "vllm", "trtllm"], ["tgi"]),
+        "backend": (["auto", "triton", "flashinfer-cutlass"], ["x"]),
+        "ep_comm": (["allreduce", "alltoall"], ["x"]), "gemm": (["gemm1", "gemm2"], ["gemm3"]),
+        "measure_backend": (["triton", "torch"], ["x"]),
+    }
+
+
+def _inputs(tmp) -> None:
+    """Files the pools point at: a valid config, hostile configs, logs, a tuned-config folder."""
+    mixtral = {"num_local_experts": 8, "num_experts_per_tok": 2, "hidden_size": 4096,
+               "intermediate_size": 14336, "num_hidden_layers": 32}
+    (tmp / "config.json").write_text(json.dumps(mixtral))
+    for name, text in (("huge-int", json.dumps(mixtral)[:-1] + f', "x": {D5000}}}'),
+                       ("million-experts", json.dumps({**mixtral, "num_local_experts": 10**6}))):
+        (tmp / name).mkdir()
+        (tmp / name / "config.json").write_text(text)
+    (tmp / "empty.log").write_text("")
+    (tmp / "binary.log").write_bytes(bytes(range(256)) * 64)
+    (tmp / "file").write_text("")
+    (tmp / "journal.jsonl").write_text('{"v": 1, "target": "fake"}\n{"torn')
+    (tmp / "tuned").mkdir()
+    (tmp / "tuned" / "E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json").write_text('{"1": {"BLOCK_SIZE_M": ' + D5000 + "}}")
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    from tilefit.cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: p for name, p in sub.choices.items() if name not in ("examples",)}
+
+
+def _command_line(rng: random.Random, name: str, parser: argparse.ArgumentParser,
+                  pools: dict[str, tuple[list[str], list[str]]]) -> list[str]:
+    """One command line. A third are clean (valid values only: the deep paths run), a third carry
+    one hostile value, a third are chaos (any value hostile with 30% odds, required ones dropped)."""
+    mode = rng.choice(("clean", "one", "chaos"))
+    argv = [name]
+    actions = [a for a in parser._actions
+               if not isinstance(a, argparse._HelpAction) and not set(a.option_strings) & SKIPPED]
+    bad = rng.randrange(len(actions)) if mode == "one" and actions else -1
+    carried = {rng.choice(group) for group in CARRIED.get(name, [])} if mode != "chaos" else set()
+    for i, action in enumerate(actions):
+        wanted = action.required if mode != "chaos" or rng.random() < 0.9 else not action.required
+        wanted = wanted or bool(carried & set(action.option_strings))
+        if not wanted and rng.random() > (0.2 if mode == "clean" else 0.35) and i != bad:
+            continue
+        if action.nargs == 0:
+            argv.append(action.option_strings[0])
+            continue
+        valid, hostile = pools.get(action.dest, ([], HOSTILE))
+        if i == bad or not valid or (mode == "chaos" and rng.random() < 0.3):
+            value = rng.choice(hostile + HOSTILE if rng.random() < 0.3 else hostile or HOSTILE)
+        else:
+            value = rng.choice(valid)
+        if not action.option_strings:  # a positional
+            argv.append(value)
+        elif value.startswith("-"):
+            argv.append(f"{action.option_strings[0]}={value}")
+        else:
+            argv += [action.option_strings[0], value]
+    r = rng.random()
+    if mode == "chaos" and r < 0.1:
+        argv.append("--bogus")
+    elif mode == "chaos" and r < 0.2:
+        argv.append("stray")
+    elif mode == "chaos" and r < 0.3 and len(argv) > 2:
+        argv.pop()  # an option left without its value
+    return argv
+
+
+def _validate_only(monkeypatch) -> None:
+    """tune stops after building its request; compare --measure measures nothing."""
+    from tilefit.cli import compare_cmd, tune_cmd
+
+    monkeypatch.setattr(tune_cmd, "run", lambda args: (tune_cmd.build_request(args), 0)[1])
+    monkeypatch.setattr(compare_cmd, "_measure", lambda *a, **k: {})
+
+
+def _run_in_process(argv: list[str]) -> tuple[int, str]:
+    from tilefit.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as e:  # argparse's own exits (--version)
+            code = e.code if isinstance(e.code, int) else 2
+    return code, err.getvalue()
+
+
+def _verdict(argv: list[str], code: int, err: str) -> str | None:
+    """What is wrong with this outcome, or None."""
+    shown = " ".join(a if len(a) < 60 else a[:20] + f"...({len(a)})" for a in argv)
+    if code not in DOCUMENTED:
+        return f"exit {code}: tilefit {shown}: {err.strip()[:300]}"
+    if "Traceback" in err:
+        return f"traceback: tilefit {shown}: {err[-300:]}"
+    if code == 2 and err.count("\n") != 1:
+        return f"exit 2 with {err.count(chr(10))} lines on stderr: tilefit {shown}: {err[:300]}"
+    return None
+
+
+@pytest.fixture
+def fuzz_inputs(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    _inputs(tmp_path)
+    return _pools(str(tmp_path))
+
+
+def test_cli_fuzz_in_process(fuzz_inputs, monkeypatch):
+    _validate_only(monkeypatch)
+    rng = random.Random(SEED)
+    commands = _subcommands()
+    names = sorted(commands)
+    failures, codes = [], {}
+    start = time.monotonic()
+    for _ in range(CASES):
+        name = rng.choice(names)
+        argv = _command_line(rng, name, commands[name], fuzz_inputs)
+        code, err = _run_in_process(argv)
+        codes[code] = codes.get(code, 0) + 1
+        problem = _verdict(argv, code, err)
+        if problem:
+            failures.append(problem)
+    elapsed = time.monotonic() - start
+    assert not failures, f"{len(failures)} of {CASES} command lines failed:\n" + "\n".join(failures[:15])
+    # The space is explored, not just refused: some runs succeed and some find something.
+    assert codes.get(0, 0) > CASES // 20 and codes.get(2, 0) > CASES // 10, codes
+    assert elapsed < 120, f"{CASES} cases took {elapsed:.0f} s"
+
+
+def test_cli_fuzz_through_a_process(fuzz_inputs):
+    """A sample through `python -m tilefit`: the exit status a shell sees is documented too."""
+    rng = random.Random(SEED + 1)
+    commands = {k: v for k, v in _subcommands().items() if k != "tune"}  # tune is not stubbed here
+    names = sorted(commands)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    failures = []
+    for _ in range(12):
+        name = rng.choice(names)
+        argv = [a for a in _command_line(rng, name, commands[name], fuzz_inputs) if a != "--measure"]
+        r = subprocess.run([sys.executable, "-m", "tilefit", *argv], capture_output=True, text=True,
+                           env=env, timeout=120, errors="replace")
+        problem = _verdict(argv, r.returncode, r.stderr)
+        if problem:
+            failures.append(problem)
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["tune", "--model", "glm-5", "--target", "replay"], "--target replay needs --replay FILE"),
+    (["tune", "--model", "glm-5", "--replay", "x" * 300], "File name too long"),
+])
+def test_found_by_the_fuzz(cli, argv, needle):
+    """Command lines the fuzz found ending in an internal error (exit 70), now one line, exit 2."""
+    r = cli(*argv)
+    assert r.code == 2 and r.err.count("\n") == 1 and needle in r.err, r.err
