@@ -13,7 +13,6 @@ order). N is the per-rank expert width I/tp (w2's last dimension), not gemm1's 2
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from tilefit._io import loads_json, read_small_file
 from tilefit._io import write_json_atomic as _write_json_atomic
 from tilefit.engines.table import TableEngine
 from tilefit.engines.types import ConfigLookup, Source, check_arch, check_weight_dtype, parse_version
@@ -31,6 +31,7 @@ from tilefit.hw.catalog import Arch
 CONFIG_KEYS: tuple[str, ...] = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M",
                                 "num_warps", "num_stages")
 VERSION_KEY = "triton_version"
+MAX_CONFIG_FILE_BYTES = 4 * 2**20  # an engine's tuned file is a few KiB (one entry per batch size)
 # Keys an engine's default leaves out fall back to Triton's launch defaults.
 TRITON_LAUNCH_DEFAULTS = {"num_warps": 4, "num_stages": 3}
 TRITON_DEFAULTS_SRC = Source("triton-lang/triton", "python/triton/backends/nvidia/compiler.py "
@@ -134,20 +135,16 @@ def parse_config_content(data: Mapping[str, Any], source: str = "config file"
             raise UsageError(f"{source}: key {key!r} is not a batch size") from None
         if not isinstance(value, Mapping) or any(k not in value for k in CONFIG_KEYS):
             raise UsageError(f"{source}: entry {key!r} needs the keys {', '.join(CONFIG_KEYS)}")
+        if not all(isinstance(value[k], int) and not isinstance(value[k], bool) for k in CONFIG_KEYS):
+            raise UsageError(f"{source}: entry {key!r}: {', '.join(CONFIG_KEYS)} must be integers")
         per_batch[batch] = {k: int(value[k]) for k in CONFIG_KEYS}
     return (str(version) if version is not None else None), per_batch
 
 
 def read_config_file(path: str | os.PathLike[str]) -> tuple[str | None, dict[int, dict[str, int]]]:
     p = Path(path)
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise UsageError(f"cannot read {p}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise UsageError(f"{p} is not valid JSON ({e.msg} at line {e.lineno})") from None
-    except (RecursionError, UnicodeDecodeError):
-        raise UsageError(f"{p} is not a tuned config file (JSON object keyed by batch size)") from None
+    what = "a tuned config file (JSON object keyed by batch size)"
+    data = loads_json(read_small_file(p, limit=MAX_CONFIG_FILE_BYTES, what=what), source=str(p), what=what)
     return parse_config_content(data, str(p))
 
 
@@ -222,7 +219,11 @@ class TritonEngine(TableEngine):
         if E < 1 or N < 1:
             raise UsageError(f"E and N must be >= 1, got E={E}, N={N}")
         user = Path(config_dir).expanduser() if config_dir is not None else None
-        if user is not None and not user.is_dir():
+        try:
+            is_folder = user is None or user.is_dir()
+        except OSError as e:  # a name over 255 characters, a parent without search permission
+            raise UsageError(f"--config-dir {str(user)!r}: {e.strerror or e}") from None
+        if not is_folder:
             raise UsageError(f"--config-dir {str(user)!r} is not a folder")
         dtype, block = engine_dtype(weight_dtype)
         self.check_version(version)
