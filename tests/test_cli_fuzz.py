@@ -77,11 +77,21 @@ def _pools(tmp: str) -> dict[str, tuple[list[str], list[str]]]:
                 ["A=B", "noequals", "=x", "SGLANG_MOE_CONFIG_DIR=" + tmp]),
         "log": ([*logs], [f"{tmp}/empty.log", f"{tmp}/binary.log", "/dev/null", tmp, "./nonexistent.log",
                           "x" * 300]),
-        "engine": (["sglang", "vllm", "trtllm"], ["tgi"]),
-        "backend": (["auto", "triton", "flashinfer-cutlass"], ["x"]),
-        "ep_comm": (["allreduce", "alltoall"], ["x"]), "gemm": (["gemm1", "gemm2"], ["gemm3"]),
-        "measure_backend": (["triton", "torch"], ["x"]),
+        "mem_fraction": (["0.9", "0.8"], ["0", "1.5", "nan", "inf", "-0.5"]),
+        "context_length": (["4096", "32768"], COUNTS[1]),
+        "max_running_requests": (["64", "256"], COUNTS[1]),
+        "chunked_prefill": (["8192"], COUNTS[1]),
     }
+
+
+def _pool_for(action: argparse.Action, pools: dict[str, tuple[list[str], list[str]]]) -> tuple[list[str], list[str]]:
+    """An option's pool: named above, else its choices, else by its type, else HOSTILE alone."""
+    if action.dest in pools:
+        return pools[action.dest]
+    if action.choices:
+        return [str(c) for c in action.choices], ["x"]
+    by_type = {"positive_int": COUNTS, "int_list": BATCHES, "positive_float": FLOATS}
+    return by_type.get(getattr(action.type, "__name__", ""), ([], HOSTILE))
 
 
 def _inputs(tmp) -> None:
@@ -126,7 +136,7 @@ def _command_line(rng: random.Random, name: str, parser: argparse.ArgumentParser
         if action.nargs == 0:
             argv.append(action.option_strings[0])
             continue
-        valid, hostile = pools.get(action.dest, ([], HOSTILE))
+        valid, hostile = _pool_for(action, pools)
         if i == bad or not valid or (mode == "chaos" and rng.random() < 0.3):
             value = rng.choice(hostile + HOSTILE if rng.random() < 0.3 else hostile or HOSTILE)
         else:
@@ -235,3 +245,26 @@ def test_found_by_the_fuzz(cli, argv, needle):
     """Command lines the fuzz found ending in an internal error (exit 70), now one line, exit 2."""
     r = cli(*argv)
     assert r.code == 2 and r.err.count("\n") == 1 and needle in r.err, r.err
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('{"1": {"BLOCK_SIZE_M": ' + D5000 + "}}", "an integer of 5,000 digits"),
+    ('{"1": {"BLOCK_SIZE_M": "64", "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4, '
+     '"num_stages": 1e400}}', "must be integers"),
+    (None, None),
+])
+def test_tuned_config_files_found_by_the_fuzz(cli, tmp_path, content, needle):
+    """check --config-dir with a hostile tuned file (an OverflowError on 1e400 was exit 70; a
+    5,000-digit value Python's ValueError) or a name over 255 characters (exit 70)."""
+    name = tmp_path / "E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json"
+    if content is None:
+        os.mkfifo(name)
+    else:
+        name.write_text(content)
+    r = cli("check", "--model", "mixtral-8x7b", "--gpu", "h100", "--engine", "vllm", "--config-dir", str(tmp_path))
+    if needle is None:  # a FIFO is not a file the engine would load: skipped, never opened
+        assert r.code in (0, 1) and r.err == ""
+    else:
+        assert r.code == 2 and r.err.count("\n") == 1 and needle in r.err, r.err
+    r = cli("check", "--model", "mixtral-8x7b", "--gpu", "h100", "--engine", "vllm", "--config-dir", "x" * 300)
+    assert r.code == 2 and "File name too long" in r.err
