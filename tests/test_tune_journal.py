@@ -165,3 +165,12 @@ def test_out_folder_the_os_refuses_is_one_line_exit_2(cli, tmp_path, monkeypatch
     monkeypatch.setattr(pathlib.Path, "stat", stat_refusing("locked"))
     with pytest.raises(UsageError, match="cannot read journal .*locked.*Permission denied"):
         Journal(tmp_path / "locked" / "journal.jsonl", resume=True, context={})
+
+
+def test_journal_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "journal.jsonl")
+    for resume in (True, False):
+        with pytest.raises(UsageError, match="not a regular file"):
+            Journal(tmp_path / "journal.jsonl", resume=resume, context={})

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -81,11 +82,14 @@ class Journal:
         self._lock = threading.Lock()
         self.resumed = 0
         try:  # a folder without search permission or a name too long: one line, not a traceback
-            size: int | None = self.path.stat().st_size
+            info = self.path.stat()
+            size: int | None = info.st_size
         except (FileNotFoundError, NotADirectoryError):
             size = None
         except OSError as e:
             raise UsageError(f"cannot read journal {self.path}: {e.strerror or e}") from None
+        if size is not None and not stat.S_ISREG(info.st_mode):  # a FIFO would block the read
+            raise UsageError(f"journal {self.path} is not a regular file; choose another --out folder")
         try:
             if resume and size is not None:
                 for e in read_entries(self.path):
