@@ -56,6 +56,17 @@ class Settings:
     moe_backend: str | None = None  # the MoE kernel path where it changes weight layout (vLLM mxfp4: marlin)
 
 
+def version_tuple(version: str | None) -> tuple[int, ...] | None:
+    """'0.5.9' -> (0, 5, 9); None or unparsable -> None (the rules then follow the newest wheel read)."""
+    parts = []
+    for p in (version or "").split(".")[:3]:
+        digits = "".join(c for c in p if c.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts) if parts else None
+
+
 def from_launch(spec: object) -> tuple[Parallel, Settings]:
     """The memory plan's inputs from a parsed launch command (`tilefit.launch.LaunchSpec`, read by
     attribute so this package does not depend on the parser): its layout (MoE TP, EP, attention
@@ -151,7 +162,7 @@ class MemoryRules(Protocol):
 
     def pool(self, req: MemoryRequest, settings: Settings, weights: int, kv: KVLayout) -> Pool: ...
 
-    def kv_tokens(self, arch: Architecture, pool_bytes: int, kv: KVLayout) -> int:
+    def kv_tokens(self, arch: Architecture, pool_bytes: int, kv: KVLayout, version: str | None = None) -> int:
         """Tokens a pool of `pool_bytes` holds, with the engine's rounding to pages/blocks."""
         ...
 

@@ -90,7 +90,7 @@ class MemoryPlan:
 
     def kv_tokens_for(self, pool_bytes: int) -> int:
         """The tokens this engine makes of a KV pool of `pool_bytes` (its layout and rounding)."""
-        return rules_for(self.request.engine).kv_tokens(self.request.arch, pool_bytes, self.kv)
+        return rules_for(self.request.engine).kv_tokens(self.request.arch, pool_bytes, self.kv, self.request.version)
 
 
 def _merge(base: tuple[Figure, ...], extras: tuple[Figure, ...]) -> tuple[Figure, ...]:
@@ -111,7 +111,7 @@ def _core(req: MemoryRequest, rules: MemoryRules) -> tuple[Settings, Placement, 
     weights = _merge(weights_per_gpu(req.arch, placement), extras)
     kv = rules.kv_layout(req.arch, placement, settings)
     pool = rules.pool(req, settings, sum(f.bytes for f in weights), kv)
-    return settings, placement, weights, extras, kv, pool, rules.kv_tokens(req.arch, pool.kv_bytes, kv)
+    return settings, placement, weights, extras, kv, pool, rules.kv_tokens(req.arch, pool.kv_bytes, kv, req.version)
 
 
 def headroom(pool: Pool, kv: KVLayout, tokens: int) -> int:

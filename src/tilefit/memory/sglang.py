@@ -1,4 +1,4 @@
-"""sglang's memory rules, read from the sglang 0.5.9 wheel (python/sglang/srt/...).
+"""sglang's memory rules, read from the sglang 0.5.9 and 0.5.23 wheels (python/sglang/srt/...).
 
 - Placement (models/deepseek_v2.py, layers/vocab_parallel_embedding.py): attention heads split
   over the attention TP group (tp / dp with --enable-dp-attention); the MLA down-projections
@@ -10,24 +10,32 @@
   tokens = (avail_after_load - avail_at_start * (1 - mem_fraction_static)) / cell_size, where
   avail_at_start is the free memory after CUDA and torch.distributed start (model_runner.py),
   and cell_size is (kv_lora_rank + qk_rope_head_dim) x layers x dtype (+ 132 B indexer keys)
-  for MLA, kv_heads/attn_tp x (head_dim + v_head_dim) x layers x dtype for GQA.
+  for MLA, kv_heads/attn_tp x (head_dim + v_head_dim) x layers x dtype for GQA. The same rule in
+  0.5.23 (mem_cache/kv_cache_configurator.py _profile_available_bytes), which also names the
+  smallest viable fraction when the weights leave no pool. The DSA fp8 pool stores 656 B per layer;
+  0.5.9 sized it at 576 B, 0.5.23 (model_executor/pool_configurator.py) at the stored 656.
 - Defaults (server_args.py, _handle_gpu_memory_settings): mem_fraction_static = (gpu_mem -
   reserved) / gpu_mem with reserved = 512 MB + 1.5 MB per chunked-prefill token + 2 MB per
   CUDA-graph batch + tp/8 GB (+ DP-attention terms), at least 10 GB on GPUs over 60 GB; DSA
   models default to an fp8 KV cache on SM100+ and page size 64; max_running_requests defaults
-  to min(max(tokens / context_len * 512, 2048), 4096), capped by the pool.
+  to min(max(tokens / context_len * 512, 2048), 4096), capped by the pool. 0.5.23
+  (arg_groups/memory_hook.py) keeps that reserve, adds 2 GB for DeepEP's buffers and caps the
+  decode graph batch at --max-running-requests; its prefill-graph reserve is not modelled.
+Without --engine-version the rules follow 0.5.23 where the two differ.
 """
 
 from __future__ import annotations
 
 from tilefit.hw.catalog import GPU
-from tilefit.memory.base import GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings
+from tilefit.memory.base import (GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings,
+                                 version_tuple)
 from tilefit.memory.kv import gqa_bytes, indexer_bytes_per_token, mla_latent_bytes, normalize_kv_dtype
 from tilefit.memory.startup import absorbed_mla_copies, cuda_context, dist_init, runtime_needs, usable_total
 from tilefit.models.architecture import Architecture
 
 MIB = 2**20
-VERSIONS = "0.5.9"
+VERSIONS = "0.5.9, 0.5.23"
+OLD_DSA_SIZING = (0, 5, 9)  # last version read that sized the DSA fp8 pool at 576 B per layer
 
 
 def _gpu_mem_mib(req: MemoryRequest) -> float:
@@ -83,11 +91,12 @@ class SglangMemory:
         return KVLayout(per * layers, layers, dtype, f"K+V of {max(1, arch.attention.kv_heads // placement.attn_tp)} "
                         f"KV head(s) x {arch.attention.head_dim} {dtype} x {layers} layers", page)
 
-    def sizing_bytes_per_token(self, arch: Architecture, kv: KVLayout) -> int:
-        """What profile_max_num_token divides by: for the DSA fp8 pool sglang 0.5.9 counts the
-        latent as 576 fp8 bytes while the pool stores 656 (scales, bf16 rope)."""
+    def sizing_bytes_per_token(self, arch: Architecture, kv: KVLayout, version: str | None = None) -> int:
+        """What the pool sizing divides by: for the DSA fp8 pool sglang 0.5.9 counts the latent as
+        576 fp8 bytes while the pool stores 656 (scales, bf16 rope); 0.5.23 counts the 656."""
         a = arch.attention
-        if a.is_mla and a.has_indexer and kv.dtype == "fp8":
+        v = version_tuple(version)
+        if a.is_mla and a.has_indexer and kv.dtype == "fp8" and v is not None and v <= OLD_DSA_SIZING:
             return (a.kv_lora_rank + a.qk_rope_head_dim + indexer_bytes_per_token(arch)) * kv.layers
         return kv.bytes_per_token
 
@@ -96,6 +105,9 @@ class SglangMemory:
         gpu_mib = _gpu_mem_mib(req)
         chunk, graph_bs = _graph_max_bs(gpu_mib, req.parallel.tp)
         chunk = s.chunked_prefill or chunk
+        newer = (version_tuple(req.version) or (0, 5, 23)) >= (0, 5, 23)
+        if newer and not s.cuda_graph_max_bs and s.max_running_requests:
+            graph_bs = min(graph_bs, s.max_running_requests)  # memory_hook.py (0.5.23)
         graph_bs = s.cuda_graph_max_bs or graph_bs
         mf = s.mem_fraction
         if mf is None:
@@ -106,6 +118,8 @@ class SglangMemory:
                     reserved += graph_bs * req.parallel.dp * 1.5
             if gpu_mib > 60 * 1024:
                 reserved = max(reserved, 10 * 1024)
+            if newer and req.parallel.a2a_backend == "deepep":
+                reserved += 2 * 1024  # reserve_for_deepep_a2a_mb (0.5.23)
             mf = round((gpu_mib - reserved) / gpu_mib, 3)
         return Settings(mem_fraction=mf, context_length=s.context_length, max_running_requests=s.max_running_requests,
                         kv_dtype=self._kv_dtype(arch, req, s), chunked_prefill=chunk, cuda_graph_max_bs=graph_bs,
@@ -126,10 +140,10 @@ class SglangMemory:
                 f"= {kv_bytes / GIB:.2f} GiB for the KV cache")
         return Pool(kv_bytes=kv_bytes, rule=rule, startup=(reserve, ctx, dist), runtime=runtime, headroom=headroom)
 
-    def kv_tokens(self, arch: Architecture, pool_bytes: int, kv: KVLayout) -> int:
+    def kv_tokens(self, arch: Architecture, pool_bytes: int, kv: KVLayout, version: str | None = None) -> int:
         if pool_bytes <= 0:
             return 0
-        tokens = pool_bytes // self.sizing_bytes_per_token(arch, kv)
+        tokens = pool_bytes // self.sizing_bytes_per_token(arch, kv, version)
         return tokens // kv.page_size * kv.page_size
 
     def max_requests(self, settings: Settings, kv_tokens: int) -> int:

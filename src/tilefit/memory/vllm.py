@@ -1,4 +1,4 @@
-"""vLLM's memory rules, read from the vLLM 0.11.0 wheel.
+"""vLLM's memory rules, read from the vLLM 0.11.0 and 0.33.0 wheels.
 
 - Placement: `-tp` x `-dp` GPUs; every non-expert weight split over tp (replicated across DP
   ranks); MoE layers EP over tp x dp with --enable-expert-parallel, else TP over tp x dp
@@ -9,6 +9,9 @@
   blocks = pool / (block bytes x layers); "GPU KV cache size" = blocks x block_size
   (v1/core/kv_cache_utils.py). Sliding-window layers form their own group that shares the
   blocks, so a half-sliding model (gpt-oss) divides by the larger group, not all layers.
+  From 0.21 (read in 0.33.0: gpu_worker.py, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS on by
+  default) the estimated CUDA-graph memory is subtracted from the pool too; before, graphs were
+  captured after sizing, outside gpu_memory_utilization. Without --engine-version: as 0.33.0.
 - Defaults (engine/arg_utils.py): gpu_memory_utilization 0.9; max_num_batched_tokens 8192 and
   max_num_seqs 1024 for the API server on GPUs of 70 GiB or more (not A100), else 2048 / 256.
 - mxfp4 experts (quantization/mxfp4.py): the Marlin path (SM < 90) rounds the per-rank width up
@@ -19,14 +22,16 @@
 from __future__ import annotations
 
 from tilefit.hw.catalog import GPU
-from tilefit.memory.base import GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings
+from tilefit.memory.base import (GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings,
+                                 version_tuple)
 from tilefit.memory.kv import gqa_bytes, indexer_bytes_per_token, mla_latent_bytes, normalize_kv_dtype
 from tilefit.memory.startup import (absorbed_mla_copies, activations, cuda_context, cuda_graphs, dist_init,
                                     moe_workspace, usable_total)
 from tilefit.memory.weights import mlp_bytes, routed_bytes
 from tilefit.models.architecture import Architecture
 
-VERSIONS = "0.11.0"
+VERSIONS = "0.11.0, 0.33.0"
+GRAPHS_IN_POOL = (0, 21)  # from this version the profiler subtracts estimated CUDA-graph memory
 BLOCK = 16
 # The profile run samples max_num_seqs dummy rows over the whole vocabulary (gpu_model_runner
 # _dummy_sampler_run): fp32 logits, probabilities, the top-k/top-p sort's values and int64
@@ -140,18 +145,20 @@ class VllmMemory:
         nccl = dist_init(req.parallel.tp * req.parallel.dp)
         reserve = usable_total(req.gpu)
         total = req.gpu.memory_bytes - reserve.bytes  # torch.cuda.mem_get_info's total
-        startup = (acts, moe, sampler, nccl)
+        graphs = cuda_graphs(req.arch, settings.cuda_graph_max_bs or 512)
+        graphs_in_pool = (version_tuple(req.version) or GRAPHS_IN_POOL) >= GRAPHS_IN_POOL
+        startup = (acts, moe, sampler, nccl) + ((graphs,) if graphs_in_pool else ())
         requested = int(total * util)
         kv_bytes = requested - weights - sum(f.bytes for f in startup)
         rule = (f"vLLM: {util:g} x {total / GIB:.2f} GiB - {weights / GIB:.2f} GiB weights - "
                 f"{sum(f.bytes for f in startup) / GIB:.2f} GiB profiled peak = {kv_bytes / GIB:.2f} GiB")
         # The CUDA context predates the profile's baseline and vLLM 0.11 captures graphs after
         # sizing the pool: both must fit in the (1 - utilization) share.
-        runtime = (cuda_context(req.gpu), cuda_graphs(req.arch, settings.cuda_graph_max_bs or 512))
+        runtime = (cuda_context(req.gpu),) + (() if graphs_in_pool else (graphs,))
         return Pool(kv_bytes=kv_bytes, rule=rule, startup=(reserve, *startup), runtime=runtime,
                     headroom=total - requested)
 
-    def kv_tokens(self, arch: Architecture, pool_bytes: int, kv: KVLayout) -> int:
+    def kv_tokens(self, arch: Architecture, pool_bytes: int, kv: KVLayout, version: str | None = None) -> int:
         if pool_bytes <= 0:
             return 0
         blocks = pool_bytes // (kv.bytes_per_token * kv.page_size)
