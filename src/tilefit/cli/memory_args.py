@@ -30,6 +30,8 @@ def add_memory_args(p: argparse.ArgumentParser, *, engine: bool) -> None:
     if engine:
         g.add_argument("--engine", choices=ENGINES, default="sglang",
                        help="engine whose memory rules to apply (default: %(default)s)")
+        g.add_argument("--engine-version", metavar="V",
+                       help="engine version whose memory rules to apply (default: the newest read)")
     g.add_argument("--mem-fraction", type=fraction, metavar="F",
                    help="sglang --mem-fraction-static / vLLM --gpu-memory-utilization")
     g.add_argument("--context-length", type=positive_int, metavar="N",
@@ -55,4 +57,5 @@ def memory_request(args: argparse.Namespace, model: str, gpu_name: str, engine: 
     settings = Settings(mem_fraction=args.mem_fraction, context_length=args.context_length,
                         max_running_requests=args.max_running_requests, kv_dtype=args.kv_dtype,
                         chunked_prefill=args.chunked_prefill)
-    return MemoryRequest(load_architecture(model), get_gpu(gpu_name), engine, parallel, settings)
+    return MemoryRequest(load_architecture(model), get_gpu(gpu_name), engine, parallel, settings,
+                         getattr(args, "engine_version", None))

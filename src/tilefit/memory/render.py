@@ -8,6 +8,12 @@ from tilefit.memory.base import GIB
 from tilefit.memory.plan import MemoryPlan
 
 
+def newest(engine: str) -> str:
+    from tilefit.memory.plan import rules_for
+
+    return rules_for(engine).versions.split(", ")[-1]
+
+
 def gib(b: int) -> str:
     return f"{b / GIB:,.2f} GiB"
 
@@ -27,7 +33,8 @@ def rows(plan: MemoryPlan) -> list[tuple[str, str, str]]:
 
 def headline(plan: MemoryPlan) -> str:
     r, s = plan.request, plan.settings
-    line = (f"{plan.verdict}: {r.arch.moe.name} on {plan.placement.gpus} x {r.gpu.name}, {r.engine}, "
+    engine = f"{r.engine} {r.version}" if r.version else f"{r.engine} (rules of {r.engine} {newest(r.engine)})"
+    line = (f"{plan.verdict}: {r.arch.moe.name} on {plan.placement.gpus} x {r.gpu.name}, {engine}, "
             f"memory fraction {s.mem_fraction:g}, KV {s.kv_dtype}: {plan.kv_tokens:,} KV tokens per GPU")
     if plan.concurrency is not None:
         line += f", {plan.concurrency:.2f} requests of {s.context_length:,} tokens at once"
