@@ -200,3 +200,26 @@ def test_inputs_from_a_parsed_launch_command():
                            settings=SimpleNamespace(**{**vars(settings), "mem_fraction_kind": "static"}))
     parallel, s = from_launch(vllm)
     assert parallel == Parallel(tp=2, dp=4, expert_parallel=True) and s.mem_fraction is None
+
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+PRESETS = ("deepseek-v3", "glm-5-nvfp4", "qwen3-30b-a3b", "gpt-oss-120b", "mixtral-8x7b", "kimi-k2", "glm-4.5-air")
+
+
+@hsettings(max_examples=60, deadline=None)
+@given(model=st.sampled_from(PRESETS), gpu=st.sampled_from(("h100", "h200", "rtx-pro-6000", "b200", "a10")),
+       engine=st.sampled_from(("sglang", "vllm")), gpus=st.sampled_from((1, 2, 4, 8)),
+       ep=st.sampled_from((1, 2, 4, 8)), mf=st.floats(0.3, 0.98), kv=st.sampled_from(("auto", "bf16", "fp8", "fp4")))
+def test_plan_never_crashes_and_more_memory_never_means_fewer_tokens(model, gpu, engine, gpus, ep, mf, kv):
+    ep = min(ep, gpus)
+    parallel = Parallel.for_engine(engine, gpus, ep)
+    try:
+        a = plan(model, gpu, engine, parallel, mem_fraction=mf, kv_dtype=kv)
+    except UsageError:
+        return  # a layout the engine refuses is reported, not crashed on
+    b = plan(model, gpu, engine, parallel, mem_fraction=min(1.0, mf + 0.02), kv_dtype=kv)
+    assert a.kv_tokens >= 0 and b.kv_tokens >= a.kv_tokens
+    assert a.verdict in ("GO", "GO-WITH-WARNINGS", "NO-GO")
+    assert (a.verdict == "NO-GO") == bool(a.problems)
+    assert a.weight_bytes == sum(as_dict(a)["weights_bytes"].values())
