@@ -88,4 +88,5 @@ def test_verdict_and_concurrency(name):
     if printed.concurrency:
         ctx, x = printed.concurrency
         assert plan.settings.context_length == ctx
-        assert plan.concurrency == pytest.approx(x, rel=side.get("kv_tolerance", 0.05))
+        tokens = plan.kv_tokens_for(int(printed.kv_gib * GIB)) if side.get("pool") == "layout" else plan.kv_tokens
+        assert tokens / ctx == pytest.approx(x, rel=side.get("kv_tolerance", 0.05))
