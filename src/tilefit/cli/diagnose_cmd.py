@@ -7,9 +7,12 @@ Exit codes: 0 healthy or recovered, 1 fatal, 3 still in progress or unknown, 2 b
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import stat
 import sys
 import time
+import zlib
 from typing import Any, BinaryIO
 
 from tilefit.cli.args import add_json_arg, add_target_args, positive_int
@@ -23,9 +26,13 @@ def _seconds(text: str) -> float:
         v = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds >= 0, got {v:g}")
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds >= 0, got {text!r}")
     return v
+
+
+# A stream that fails mid-read: I/O errors, a truncated or corrupt .gz (zlib.error is not an OSError).
+READ_ERRORS = (OSError, EOFError, zlib.error)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,15 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_target_args(p, gpu_help="GPU the log came from (sizes failing tiles); default: what the log names")
     add_json_arg(p)
     p.add_argument("--jobs", type=positive_int, metavar="N",
-                   help="processes that read a large file (default: up to 3, one per core)")
+                   help="processes that read a large file (default: up to 3, one per core; at most the "
+                        "CPU count)")
     p.add_argument("--follow", action="store_true",
-                   help="tail a growing file until the verdict is no longer in-progress")
+                   help="tail a growing file until the verdict is settled: healthy/recovered at once, fatal at "
+                        "a process-end line or once quiet for --settle seconds, unknown once quiet that long")
     p.add_argument("--poll", type=_seconds, default=1.0, metavar="S", help="--follow: seconds between reads")
     p.add_argument("--max-wait", type=_seconds, default=3600.0, metavar="S",
                    help="--follow: give up after this many seconds (0: no limit); default 3600")
     p.add_argument("--settle", type=_seconds, default=10.0, metavar="S",
-                   help="--follow: a log that stops at an error with no exit line is fatal once quiet "
-                        "this long; default 10")
+                   help="--follow: a log that stops at an error with no exit line is fatal, and one with "
+                        "nothing recognisable unknown, once quiet this long; default 10")
     p.set_defaults(func=run)
 
 
@@ -57,12 +66,14 @@ def run(args: argparse.Namespace) -> int:
     gpu, arch = resolve_target(args.gpu, args.arch)
     source = "<stdin>" if args.log == "-" else args.log
     dg = Diagnoser(gpu=gpu, arch=arch)
+    # Each reader is a process: more than the cores only costs memory.
+    jobs = min(args.jobs, os.cpu_count() or 1) if args.jobs else None
     with _open(args.log) as stream:
         if args.follow and args.log != "-":
             _follow(dg, stream, args)
         elif args.log != "-" and getattr(stream, "raw", None) is not None:  # a plain regular file
             try:
-                dg.read_file(args.log, workers=args.jobs)
+                dg.read_file(args.log, workers=jobs)
             except OSError as e:
                 raise UsageError(f"cannot read the log: {e}") from None
         else:
@@ -81,10 +92,20 @@ def run(args: argparse.Namespace) -> int:
 def _open(path: str) -> Any:
     if path == "-":
         return _NoClose(sys.stdin.buffer)
-    if not os.path.exists(path):
-        raise UsageError(f"no such log file: {path!r}; give a file path, or - to read stdin")
-    if os.path.isdir(path):
-        raise UsageError(f"{path!r} is a directory; give the log file inside it")
+    shown = path if len(path) <= 120 else path[:60] + "..." + path[-40:]
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise UsageError(f"no such log file: {shown!r}; give a file path, or - to read stdin") from None
+    except (OSError, ValueError) as e:  # a name too long, a NUL byte, a folder without search permission
+        why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise UsageError(f"cannot read {shown!r}: {why}; check the path") from None
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{shown!r} is a directory; give the log file inside it")
+    if not stat.S_ISREG(mode):
+        # A FIFO without a writer would block open() forever; a device may never end.
+        raise UsageError(f"{shown!r} is not a regular file; to read a pipe or device, "
+                         f"redirect it to stdin: tilefit diagnose - < {shown}")
     try:
         if path.endswith(".gz"):
             import gzip
@@ -92,7 +113,7 @@ def _open(path: str) -> Any:
             return gzip.open(path, "rb")
         return open(path, "rb")  # noqa: SIM115 - closed by the caller's with-block
     except OSError as e:
-        raise UsageError(f"cannot read {path!r}: {e.strerror or e}; check its permissions") from None
+        raise UsageError(f"cannot read {shown!r}: {e.strerror or e}; check its permissions") from None
 
 
 class _NoClose:
@@ -117,20 +138,31 @@ def _read_all(dg: Any, stream: BinaryIO) -> None:
             if not data:
                 return
             dg.feed(data)
-    except (OSError, EOFError) as e:  # a corrupt or truncated .gz, an I/O error mid-file
-        raise UsageError(f"cannot read the log: {e or 'the compressed file ends early'}") from None
+    except READ_ERRORS as e:  # a corrupt or truncated .gz, an I/O error mid-file
+        raise _read_error(e) from None
+
+
+def _read_error(e: BaseException) -> UsageError:
+    if isinstance(e, zlib.error):
+        return UsageError(f"cannot read the log: the compressed data is corrupt ({e}); "
+                          "decompress what is readable with `zcat` and diagnose that")
+    return UsageError(f"cannot read the log: {e or 'the compressed file ends early'}")
 
 
 def _follow(dg: Any, stream: BinaryIO, args: argparse.Namespace) -> None:
     """Read what is there, judge, wait, repeat. A fatal verdict needs a process-end line or a quiet
-    log (--settle): a traceback may still be arriving when the first error line is read."""
+    log (--settle): a traceback may still be arriving when the first error line is read. A log with
+    nothing recognisable in it is `unknown` once quiet as long."""
     from tilefit.cli.output import info
     from tilefit.diagnose.parser import CHUNK
 
     start = last_data = time.monotonic()
     pos = 0
     while True:
-        data = stream.read(CHUNK)
+        try:
+            data = stream.read(CHUNK)
+        except READ_ERRORS as e:
+            raise _read_error(e) from None
         if data:
             pos += len(data)
             dg.feed(data)
@@ -140,7 +172,10 @@ def _follow(dg: Any, stream: BinaryIO, args: argparse.Namespace) -> None:
         d = dg.result(explain_it=False)
         if d.verdict in ("healthy", "recovered"):
             return
-        if d.verdict == "fatal" and (d.confirmed or now - last_data >= args.settle):
+        quiet = now - last_data >= args.settle
+        if d.verdict == "fatal" and (d.confirmed or quiet):
+            return
+        if d.verdict == "unknown" and quiet:
             return
         if args.max_wait and now - start >= args.max_wait:
             info(f"tilefit: stopped following after {args.max_wait:g} s; the verdict so far follows")

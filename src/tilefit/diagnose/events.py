@@ -13,7 +13,7 @@ from typing import Any
 # parallel reader sends at most this many frames after a gated line).
 DETAIL_LINES = 40
 # The device_name=... part of an engine's fused-MoE config file name (as the tuners and vLLM print it).
-DEVICE_NAME_FIELD = r"device_name=(?P<device>[^,\]'\"]+?)(?:,|\.json)"
+DEVICE_NAME_FIELD = r"device_name=(?P<device>[^,\]'\"=]{1,80}?)(?:,|\.json)"
 
 # How much a matched line matters. Ordered: a later one outranks an earlier one.
 MARKER = "marker"    # progress, readiness, context (traceback start, a hint)
@@ -123,7 +123,5 @@ class Event:
     @property
     def weight(self) -> int:
         """How many failures this line reports ('Skipped 20 unsupported tactic(s)' counts 20)."""
-        try:
-            return max(1, int(self.fields.get("count", 1)))
-        except (TypeError, ValueError):
-            return 1
+        count = self.fields.get("count", 1)
+        return max(1, count) if isinstance(count, int) else 1

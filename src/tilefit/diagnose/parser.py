@@ -5,7 +5,7 @@ chunk as a whole, so ordinary lines never reach Python code; only lines that con
 needle (and the lines inside a window a rule asked for, such as a backtrace) are decoded
 (UTF-8 with replacement), stripped of ANSI colour codes and CR, split at carriage returns
 (progress bars redraw in place) and handed to the callback. Lines longer than `max_line` bytes
-are cut to a slice around the match. Line numbers count LF-terminated lines from 1.
+are cut to their head and tail. Line numbers count LF-terminated lines from 1.
 """
 
 from __future__ import annotations
@@ -38,17 +38,23 @@ def normalize(raw: bytes) -> list[str]:
 
 
 class LineScanner:
-    """Feeds lines that matter to `process`; keeps at most one chunk plus one capped line."""
+    """Feeds lines that matter to `process`; keeps at most one chunk plus one capped line.
+
+    A line longer than `max_line` bytes is judged by its head and its tail (half of `max_line`
+    each, joined by " ... "), whether it arrived in one chunk or in a thousand: the same bytes give
+    the same verdict under `--follow` as in a file. Such a line matters when its clipped text holds
+    a needle or it falls inside a window."""
 
     def __init__(self, gate: re.Pattern[bytes], process: Processor, *, max_line: int = MAX_LINE):
         self.gate = gate
         self.process = process
         self.max_line = max_line
+        self._half = max_line // 2
         self.lines = 0           # complete lines consumed so far
         self.bytes = 0
-        self._carry = b""        # the unterminated tail of the previous chunk (capped)
-        self._skipping = False   # inside an over-long line whose head is already in _carry
-        self._hit = b""          # ... and a slice around the first needle in the dropped middle
+        self._carry = b""        # the unterminated tail of the previous chunk (at most max_line)
+        self._skipping = False   # inside an over-long line: its head is in _carry, ...
+        self._tail = b""         # ... and its last `_half` bytes so far here
         self._window = 0
 
     def feed(self, data: bytes) -> None:
@@ -57,7 +63,7 @@ class LineScanner:
         self.bytes += len(data)
         if self._skipping:
             nl = data.find(b"\n")
-            self._note_skipped(data if nl < 0 else data[:nl])
+            self._keep_tail(data if nl < 0 else data[:nl])
             if nl < 0:
                 return
             self._end_overlong()
@@ -84,29 +90,44 @@ class LineScanner:
         if self._skipping:
             self._end_overlong()
         elif self._carry:
-            self._emit(self._carry, 0, len(self._carry))
-            self._carry = b""
+            carry, self._carry = self._carry, b""
+            self._line(carry, 0, len(carry))
 
     def _hold(self, tail: bytes) -> None:
         if len(tail) > self.max_line:
-            self._carry, self._skipping, self._hit = tail[:self.max_line], True, b""
-            self._note_skipped(tail[self.max_line:])
+            self._carry, self._skipping, self._tail = tail[:self._half], True, b""
+            self._keep_tail(tail[self._half:])
         else:
             self._carry = tail
 
-    def _note_skipped(self, piece: bytes) -> None:
-        """The middle of an over-long line is dropped, except a slice around its first needle."""
-        if not self._hit:
-            m = self.gate.search(piece)
-            if m:
-                self._hit = piece[max(0, m.start() - 1024):m.end() + 4096]
+    def _keep_tail(self, piece: bytes) -> None:
+        if len(piece) >= self._half:
+            self._tail = piece[-self._half:]
+        else:
+            self._tail = (self._tail + piece)[-self._half:]
 
     def _end_overlong(self) -> None:
-        head = self._carry
-        if self._hit:  # keep the total under the cap: half the head, then the needle's slice
-            head = head[:self.max_line // 2] + b" ... " + self._hit[:self.max_line // 2 - 8]
-        self._carry, self._hit, self._skipping = b"", b"", False
-        self._emit(head, 0, len(head))
+        clipped = self._carry + b" ... " + self._tail
+        self._carry, self._tail, self._skipping = b"", b"", False
+        self._clipped(clipped)
+
+    def _clipped(self, clipped: bytes) -> None:
+        """An over-long line, already cut to head + tail: it matters only when the cut text holds a
+        needle or a window is open."""
+        hit = self.gate.search(clipped)
+        if hit is None and self._window <= 0:
+            self.lines += 1
+            return
+        if self._window > 0:
+            self._window -= 1
+        self._emit(clipped, 0, len(clipped), gated=hit is not None)
+
+    def _line(self, buf: bytes, start: int, stop: int, *, gated: bool = True) -> None:
+        """One line buf[start:stop] (without its LF), over-long ones clipped first."""
+        if stop - start > self.max_line:
+            self._clipped(buf[start:start + self._half] + b" ... " + buf[stop - self._half:stop])
+        else:
+            self._emit(buf, start, stop, gated=gated)
 
     def _scan(self, buf: bytes, end: int) -> None:
         """Process the complete lines buf[:end+1] (buf[end] is the last LF)."""
@@ -115,9 +136,11 @@ class LineScanner:
         while pos <= end:
             if self._window > 0:
                 nl = buf.find(b"\n", pos, end + 1)
-                self._window -= 1
-                hit = search(buf, pos, nl)
-                self._emit(buf, pos, nl, hit.start() if hit else None, gated=hit is not None)
+                if nl - pos > self.max_line:
+                    self._line(buf, pos, nl)
+                else:
+                    self._window -= 1
+                    self._emit(buf, pos, nl, gated=search(buf, pos, nl) is not None)
                 pos = nl + 1
                 continue
             m = search(buf, pos, end)
@@ -129,15 +152,12 @@ class LineScanner:
                 start = pos
             nl = buf.find(b"\n", m.end() - 1, end + 1)
             self.lines += buf.count(b"\n", pos, start)
-            self._emit(buf, start, nl, m.start())
+            self._line(buf, start, nl)
             pos = nl + 1
 
-    def _emit(self, buf: bytes, start: int, stop: int, hit: int | None = None, *, gated: bool = True) -> None:
-        """Hand one line (buf[start:stop], without its LF) to the processor."""
+    def _emit(self, buf: bytes, start: int, stop: int, *, gated: bool = True) -> None:
+        """Hand one line (buf[start:stop], at most about max_line bytes) to the processor."""
         self.lines += 1
-        if stop - start > self.max_line:
-            centre = start if hit is None else max(start, hit - self.max_line // 2)
-            start, stop = centre, min(stop, centre + self.max_line)
         raw = buf[start:stop]
         if raw.endswith(b"\r"):
             raw = raw[:-1]

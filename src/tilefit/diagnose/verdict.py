@@ -233,7 +233,7 @@ class Tracker:
         caught tactic failure whatever error it quotes."""
         fields: dict[str, Any] = {}
         for _, f in matches:
-            fields.update({k: int(v) if k in _NUMERIC and v.lstrip("-").isdigit() else v for k, v in f.items()})
+            fields.update({k: _number(v) if k in _NUMERIC else v for k, v in f.items()})
         kinds = [r.kind for r, _ in matches]
         skipped = ev.TACTIC_SKIPPED in kinds
         if skipped:
@@ -375,6 +375,13 @@ class Tracker:
             cause=cause, confirmed=confirmed, ready=self.ready, phase=_phase(self.progress),
             seconds_to_ready=seconds, lines=lines, bytes=nbytes, hints=dict(self.hints),
         )
+
+
+def _number(text: str) -> int | str:
+    """A numeric field as an int; text when it is no plain integer or too long to be one that
+    matters (int() refuses more than 4,300 digits, and no byte count or exit code has 19)."""
+    digits = text[1:] if text.startswith("-") else text
+    return int(text) if digits.isdecimal() and len(digits) <= 18 else text
 
 
 def _tile_of(fields: dict[str, Any]) -> str | None:

@@ -14,7 +14,7 @@ E = "generic"
 
 # The final line of a traceback: a dotted exception name, then an optional message. It is matched
 # against the line with its rank/timestamp/level prefix removed (see parser.strip_prefix).
-_ALLOC = r"^(?:.*?Tried to allocate (?P<alloc>[\d.]+ [KMGT]iB))?"  # size of a CUDA OOM
+_ALLOC = r"Tried to allocate (?P<alloc>\d{1,9}(?:\.\d{1,4})? [KMGT]iB)|$"  # size of a CUDA OOM
 _EXC = (r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt|Failure))"
         r"(?::\s*(?P<error>.*))?$")
 
@@ -47,11 +47,11 @@ RULES = (
          "NVRM: Xid (PCI:0000:01:00): 13, Graphics SM Warp Exception: Illegal Instruction Parameter"),
     Rule("cuda-error", E, CUDA_ERROR, ERROR, "CUDA error: ",
          "RuntimeError: CUDA error: unspecified launch failure",
-         pattern=r"CUDA error: (?P<error>[^\n]*?)(?:\s*$|\. )"),
+         pattern=r"CUDA error: (?P<error>[^.\n]{0,200})"),
     Rule("nccl-error", E, NCCL, ERROR, "NCCL error",
          "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
          "NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3",
-         pattern=r"NCCL error(?: in: \S+)?,?\s*(?P<error>[^(]*)"),
+         pattern=r"NCCL error(?: in: \S{1,300})?,? ?(?P<error>[^(]{0,200})"),
     Rule("nccl-watchdog", E, NCCL, ERROR, "Watchdog caught collective operation timeout",
          "[rank3]:[E1006 20:15:02.123456 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective "
          "operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
@@ -62,7 +62,7 @@ RULES = (
     # Not any line with the word: "Killed 3 idle connections" is no process death.
     Rule("oom-killer", E, KILLED, FATAL, "Killed",
          "/bin/bash: line 1:  2291 Killed                  python3 -m sglang.launch_server",
-         pattern=r"^\s*Killed\s*$|\d+ Killed\s{2,}|Killed process \d+"),
+         pattern=r"^\s*Killed\s*$|(?<!\d)\d{1,9} Killed  |Killed process \d"),
     Rule("sigkill", E, KILLED, FATAL, "SIGKILL",
          "torch.distributed.elastic.multiprocessing.api:[WARNING] Sending process 2291 closing signal SIGKILL",
          pattern=r"(?:Signal 9 \(SIGKILL\) received|signal SIGKILL|killed by SIGKILL)"),
@@ -74,7 +74,7 @@ RULES = (
          "Fatal Python error: Aborted", pattern=r"Fatal Python error: (?P<error>.*)$"),
     Rule("exit-code", E, EXIT, FATAL, "xit",
          "torch.distributed.elastic.multiprocessing.api: exitcode  : -9 (pid: 2291)",
-         pattern=r"(?i:\bexit(?:ed)?(?: with)?(?:\s*code|code|\s*status))\s*[:=]?\s*(?P<code>-?\d+)"),
+         pattern=r"(?i:\bexit(?:ed)?(?: with)?(?: {0,3}code| {0,3}status)) {0,4}[:=]? {0,4}(?P<code>-?\d{1,12})"),
     Rule("logged-error", E, LOGGED_ERROR, BENIGN, "ERROR",
          "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:41 [core.py:708] EngineCore failed to start.",
          pattern=r"(?:^|[\s\[\]-])ERROR(?:[\s\]:-]|$)"),

@@ -24,7 +24,7 @@ RULES = (
          pattern=r"Capture cuda graph (?P<step>begin|end|bs)", fields=(("phase", "CUDA-graph capture"),)),
     Rule("capture-batches", E, PROGRESS, MARKER, "Capturing batches",
          "Capturing batches (bs=512 avail_mem=3.10 GB):   0%|          | 0/52 [00:04<?, ?it/s]",
-         pattern=r"Capturing batches \(bs=(?P<bs>\d+)", fields=(("phase", "CUDA-graph capture"),)),
+         pattern=r"Capturing batches \(bs=(?P<bs>\d{1,9})", fields=(("phase", "CUDA-graph capture"),)),
     Rule("scheduler-exception", E, ENGINE_DIED, ERROR, "Scheduler hit an exception",
          "[2025-10-06 20:07:41 TP0] Scheduler hit an exception: Traceback (most recent call last):"),
     Rule("sigquit", E, ENGINE_DIED, FATAL, "Received sigquit",

@@ -15,8 +15,8 @@ RULES = (
     Rule("out-of-resources", E, TRITON_OOR, ERROR, "Hardware limit: ",
          "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 147456, "
          "Hardware limit: 101376. Reducing block sizes or `num_stages` may help.",
-         pattern=r"out of resource: (?P<resource>[\w ]+?), Required: (?P<required>\d+), "
-                 r"Hardware limit: (?P<limit>\d+)"),
+         pattern=r"(?P<resource>[a-z]{1,12}(?: [a-z]{1,12}){0,2}), Required: (?P<required>\d{1,12}), "
+                 r"Hardware limit: (?P<limit>\d{1,12})"),
     Rule("passmanager", E, TRITON_CRASH, ERROR, "PassManager::run failed",
          "RuntimeError: PassManager::run failed"),
     Rule("compilation-error", E, TRITON_CRASH, ERROR, "CompilationError",
@@ -27,13 +27,13 @@ RULES = (
     Rule("mlir-pipeline", E, HINT, MARKER, "Pipeline failed while executing",
          "/vllm/model_executor/layers/fused_moe/fused_moe.py:312:0: note: Pipeline failed while executing "
          "[`TritonGPUPipeline` on 'builtin.module' operation]: reproducer generated at `/tmp/repro.mlir`",
-         pattern=r"executing \[`(?P<mlir_pass>[^`]+)`", fields=(("hint", "mlir-failure"),)),
+         pattern=r"executing \[`(?P<mlir_pass>[^`]{1,120})`", fields=(("hint", "mlir-failure"),)),
     Rule("tune-start", E, PROGRESS, MARKER, "Start tuning over",
          "Start tuning over 1920 configurations...",
-         pattern=r"Start tuning over (?P<configs>\d+) configurations", fields=(("phase", "tuning sweep"),)),
+         pattern=r"Start tuning over (?P<configs>\d{1,9}) configurations", fields=(("phase", "tuning sweep"),)),
     Rule("tune-batch-done", E, PROGRESS, MARKER, "Completed tuning for batch_size=",
          "Mon Oct  6 20:31:07 2025] Completed tuning for batch_size=16",
-         pattern=r"batch_size=(?P<bs>\d+)", fields=(("phase", "tuning sweep"),)),
+         pattern=r"batch_size=(?P<bs>\d{1,9})", fields=(("phase", "tuning sweep"),)),
     Rule("tune-written", E, READY, MARKER, "Writing best config to",
          "Writing best config to E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
          "dtype=fp8_w8a8,block_shape=[128,128].json...",

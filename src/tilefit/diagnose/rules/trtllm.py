@@ -13,7 +13,7 @@ RULES = (
          "<tensorrt_llm._torch.custom_ops.torch_custom_ops.MoERunner object at 0x7f3a1c2b5e10>, "
          "tactic=14, shapes=[torch.Size([256, 3072]), torch.Size([128, 6144, 1536])]. "
          "Set TLLM_LOG_LEVEL=DEBUG for more details.",
-         pattern=r"runner=(?P<runner>.*?), tactic=(?P<tactic>-?\d+|\([^)]*\))", window=40),
+         pattern=r"runner=(?P<runner>.{0,300}?), tactic=(?P<tactic>-?\d{1,9}|\([^()]{0,80}\))", window=40),
     Rule("cpp-error", E, LOGGED_ERROR, BENIGN, "TensorRT-LLM][ERROR]",
          "[TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped gemm. "
          "Error: Error Internal (/src/moe_gemm_tma_ws_launcher.inl:1093)", window=40),

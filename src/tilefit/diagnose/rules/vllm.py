@@ -20,7 +20,7 @@ RULES = (
          "18.53 GiB", fields=(("phase", "profiling memory"),)),
     Rule("capturing-graphs", E, PROGRESS, MARKER, "Capturing CUDA graph",
          "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  45%|####5     | 30/67 [00:03<00:04,"
-         "  8.91it/s]", pattern=r"(?P<done>\d+)/(?P<total>\d+)", fields=(("phase", "CUDA-graph capture"),)),
+         "  8.91it/s]", pattern=r"(?<!\d)(?P<done>\d{1,6})/(?P<total>\d{1,6})(?!\d)", fields=(("phase", "CUDA-graph capture"),)),
     Rule("capturing-model", E, PROGRESS, MARKER, "Capturing the model for CUDA graphs",
          "(VllmWorkerProcess pid=13109) INFO 08-19 07:51:12 model_runner.py:1024] Capturing the model for "
          "CUDA graphs.", fields=(("phase", "CUDA-graph capture"),)),
