@@ -1,13 +1,17 @@
 """Throughput and peak memory of `tilefit diagnose` on a large generated server log.
 
-Writes a log of --size MB to a temporary file (never into the repo): an sglang/vLLM-style mix of
-steady serving lines with, every --incident-every lines, a FlashInfer tactic failure and its
-backtrace, a CUDA-graph capture progress line, and a Triton OutOfResources in a sweep that goes on;
-it ends with the server's ready line. Then it runs `tilefit diagnose --json` on it in a fresh
-process, --runs times, and reports wall time, MB/s and the child's peak RSS. The injected counts are
-checked against the diagnosis, so a fast but wrong parser fails the benchmark.
+Writes a log of --size MB to a temporary file (never into the repo), then runs
+`tilefit diagnose --json` on it in a fresh process, --runs times, and reports wall time, MB/s and
+the child's peak RSS. The injected counts are checked against the diagnosis, so a fast but wrong
+parser fails the benchmark. Two kinds of log (--log):
+- sparse: an sglang/vLLM-style mix of steady serving lines with, every --incident-every lines, a
+  FlashInfer tactic failure and its backtrace, a CUDA-graph capture progress line, and a Triton
+  OutOfResources in a sweep that goes on;
+- dense: what an SM120 warmup looks like: 160 FlashInfer tactic failures, each with an 8-frame
+  TensorRT-LLM backtrace, per 3,000 lines (about half the lines belong to a failure).
+Both end with the server's ready line.
 
-    python benchmarks/bench_diagnose.py --size 1024 --runs 3
+    python benchmarks/bench_diagnose.py --log dense --size 1024 --runs 3
 """
 
 from __future__ import annotations
@@ -53,6 +57,49 @@ OOR = ("config {{'BLOCK_SIZE_M': 128, 'BLOCK_SIZE_N': 256, 'BLOCK_SIZE_K': 128, 
 TUNE = "Mon Oct  6 20:24:05 2025] Completed tuning for batch_size={bs}"
 READY = "[2025-10-06 23:59:59] The server is fired up and ready to roll!"
 
+# The dense log: per DENSE_LINES lines, DENSE_FAILURES tactic failures with DENSE_FRAMES frames each.
+DENSE_LINES, DENSE_FAILURES = 3000, 160
+DENSE_TILES = ("128, 128, 128", "128, 256, 128", "256, 128, 128", "128, 64, 128", "128, 32, 128")
+DENSE_FRAMES = (
+    "1       0x7f3c2a1b{a:04x} tensorrt_llm::common::throwRuntimeError(char const*, int, char const*) + 78",
+    "2       0x7f3c2a6f{a:04x} void tensorrt_llm::kernels::cutlass_kernels_oss::tma_warp_specialized_generic_"
+    "moe_gemm_kernelLauncher<cutlass::arch::Sm120, __nv_fp4_e2m1, __nv_fp4_e2m1, __nv_bfloat16, tensorrt_llm::"
+    "cutlass_extensions::EpilogueOpDefault, (tensorrt_llm::TmaWarpSpecializedGroupedGemmInput::EpilogueFusion)"
+    "{fusion}, cute::tuple<cute::C<{m}>, cute::C<{n}>, cute::C<{k}> >, cute::tuple<cute::C<1>, cute::C<1>, "
+    "cute::C<1> >, false, false, false, false>(...) + 1645",
+    "3       0x7f3c2a6c{a:04x} void tensorrt_llm::kernels::cutlass_kernels_oss::dispatchMoeGemmSelectClusterShape"
+    "TmaWarpSpecialized<cutlass::arch::Sm120, __nv_fp4_e2m1, __nv_fp4_e2m1, __nv_bfloat16, tensorrt_llm::"
+    "cutlass_extensions::EpilogueOpDefault, (tensorrt_llm::TmaWarpSpecializedGroupedGemmInput::EpilogueFusion)"
+    "{fusion}, cute::tuple<cute::C<{m}>, cute::C<{n}>, cute::C<{k}> > >(...) + 285",
+    "4       0x7f3c2a6d{a:04x} tensorrt_llm::kernels::cutlass_kernels::MoeGemmRunner<__nv_fp4_e2m1, __nv_fp4_e2m1, "
+    "__nv_bfloat16, __nv_fp4_e2m1, __nv_bfloat16, void>::moeGemm(...) + 77",
+    "5       0x7f3c2a58{a:04x} tensorrt_llm::kernels::cutlass_kernels::CutlassMoeFCRunner<__nv_fp4_e2m1, "
+    "__nv_fp4_e2m1, __nv_bfloat16, __nv_fp4_e2m1, __nv_bfloat16, void>::gemm2(...) + 461",
+    "6       0x7f3c2a41{a:04x} FusedMoeRunner::runGemmProfile(at::Tensor const&, long, long, bool) + 1337",
+    "7       0x7f3d9c0e{a:04x} /usr/local/lib/python3.12/dist-packages/torch/lib/libtorch_python.so(+0x9c0e21) "
+    "[0x7f3d9c0e{a:04x}]",
+    "8       0x7f3e11a2{a:04x} /usr/bin/python3(_PyObject_MakeTpCall+0x2a0) [0x55d0c1a2{a:04x}]",
+)
+
+
+def dense_block(variant: int) -> tuple[bytes, dict[str, int]]:
+    lines: list[str] = []
+    per = DENSE_LINES // DENSE_FAILURES  # 18: one failure (9 lines) and 9 steady lines
+    failures = 0
+    n0 = variant * DENSE_LINES
+    while len(lines) < DENSE_LINES:
+        n = n0 + len(lines)
+        if failures < DENSE_FAILURES and len(lines) % per == 0:
+            m, nn, k = DENSE_TILES[n % len(DENSE_TILES)].split(", ")
+            lines.append(SKIP.format(m=n % 60, s=(n // 60) % 60, ms=n % 1000, t=n % 40))
+            lines.extend(f.format(a=n % 65536, fusion=3 if n % 2 else 0, m=m, n=nn, k=k) for f in DENSE_FRAMES)
+            failures += 1
+        else:
+            lines.append(STEADY[n % len(STEADY)].format(
+                m=n % 60, s=(n // 7) % 60, r=n % 8, a=n % 97, b=(n * 7919) % 100000, c=n % 100, d=n % 5000,
+                e=n % 10, p=40000 + n % 9999))
+    return ("\n".join(lines) + "\n").encode(), {"tactic-skipped": failures, "triton-out-of-resources": 0}
+
 
 def block(variant: int, incident_every: int) -> tuple[bytes, dict[str, int]]:
     lines: list[str] = []
@@ -80,8 +127,8 @@ def block(variant: int, incident_every: int) -> tuple[bytes, dict[str, int]]:
     return ("\n".join(lines) + "\n").encode(), counts
 
 
-def generate(path: str, size_mb: int, incident_every: int) -> dict[str, int]:
-    blocks = [block(v, incident_every) for v in range(VARIANTS)]
+def generate(path: str, size_mb: int, incident_every: int, kind: str = "sparse") -> dict[str, int]:
+    blocks = [dense_block(v) if kind == "dense" else block(v, incident_every) for v in range(VARIANTS)]
     total = {"tactic-skipped": 0, "triton-out-of-resources": 0, "lines": 0}
     target = size_mb * 2**20
     written = 0
@@ -158,7 +205,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=1024, help="log size in MB (default 1024)")
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--incident-every", type=int, default=200, help="one incident per this many lines")
+    ap.add_argument("--log", choices=("sparse", "dense"), default="sparse",
+                    help="sparse: one incident per --incident-every lines; dense: 160 tactic failures with "
+                         "backtraces per 3,000 lines (an SM120 warmup)")
+    ap.add_argument("--incident-every", type=int, default=200, help="sparse log: one incident per this many lines")
     ap.add_argument("--jobs", type=int, action="append",
                     help="reader processes (repeatable; default: the CLI's default, then 1)")
     ap.add_argument("--keep", action="store_true", help="keep the generated log")
@@ -171,11 +221,12 @@ def main() -> int:
         from multiprocessing import get_context
 
         with get_context("spawn").Pool(1) as pool:
-            expect = pool.apply(generate, (path, args.size, args.incident_every))
+            expect = pool.apply(generate, (path, args.size, args.incident_every, args.log))
         size = os.path.getsize(path)
         print(f"generated {size / 2**20:,.0f} MB, {expect['lines']:,} lines in {time.perf_counter() - t:.1f} s: "
               f"{expect['tactic-skipped']:,} tactic failures, {expect['triton-out-of-resources']:,} OutOfResources "
-              f"(one incident per {args.incident_every} lines)")
+              + (f"({args.log} log: 160 failures per 3,000 lines)" if args.log == "dense"
+                 else f"(sparse log: one incident per {args.incident_every} lines)"))
         for jobs in args.jobs or [0, 1]:
             if measure(path, size, expect, jobs, args.runs):
                 return 1

@@ -46,7 +46,7 @@ class Diagnoser:
     def _start(self, rules: RuleSet) -> None:
         """Fresh reading state (tracker and line scanner) for `rules`."""
         self.tracker = Tracker(rules)
-        self.scanner = LineScanner(rules.gate, self.tracker.process)
+        self.scanner = LineScanner(rules.gate, self.tracker.process, frames=self.tracker.frames)
 
     def feed(self, data: bytes) -> None:
         self.scanner.feed(data)

@@ -1,47 +1,73 @@
 """Diagnose a large regular file with several processes, with the same result as the serial reader.
 
-The costly part of reading a log is the gate (one regex over every byte). Workers each gate one
-piece of the file with their own `LineScanner` and send back only the lines that matter: gated
-lines and the backtrace frames after them. This process replays those lines, in file order, to the
-tracker, re-applying the window rules the serial scanner applies, so the tracker sees exactly what
-it would have seen. A line belongs to the piece it starts in; a worker finishes its last line past
-the piece's end. Memory stays bounded: at most two pieces per worker are in flight.
+The costly parts of reading a log are the gate (one regex over every byte) and the analysis of the
+lines it lets through (prefixes, rules, kernel details). Workers each gate one piece of the file
+with their own `LineScanner`, analyse the lines that matter (cached, see analyze.py) and send back
+compact records: gated lines with their analyses and runs of backtrace frames with their details.
+This process replays those records, in file order, to the tracker, re-applying the window rules the
+serial scanner applies, so the tracker sees exactly what it would have seen. A line belongs to the
+piece it starts in; a worker finishes its last line past the piece's end. Memory stays bounded: at
+most two pieces per worker are in flight.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
 
+from tilefit.diagnose.analyze import LineReader
+from tilefit.diagnose.events import Rule
 from tilefit.diagnose.parser import MAX_LINE, LineScanner, is_backtrace_frame
+from tilefit.diagnose.rules import RuleSet
 
 PIECE = 4 << 20
 READ = 1 << 20
 
-Record = tuple[int, list[str], bool]  # (line number within the piece, segments, gated)
+# (line number within the piece, kind, payload):
+#   GATED: (segments, their packed analyses); FRAME: segments of an ungated line that is a frame;
+#   RUN: (how many frame lines, [(offset, details)] where the details are not empty,
+#         [(offset, text)] of the frames that hold a needle: the serial reader may read those
+#         one by one past the end of a window).
+GATED, FRAME, RUN = 0, 1, 2
+Record = tuple[int, int, Any]
+
+_READERS: dict[tuple[Rule, ...], LineReader] = {}  # per worker process: one reader per rule set
 
 
-def _scan_piece(path: str, start: int, stop: int, detail_lines: int, gate: bytes,
+def _reader(rules: tuple[Rule, ...]) -> LineReader:
+    reader = _READERS.get(rules)
+    if reader is None:
+        reader = _READERS[rules] = LineReader(RuleSet(rules))
+    return reader
+
+
+def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tuple[Rule, ...],
                 max_line: int = MAX_LINE) -> tuple[int, list[Record]]:
-    """Lines starting in [start, stop): their count, and the records this piece owes the tracker.
-    `gate`: the rule set's gate pattern (sent as its source: a compiled pattern is rebuilt here)."""
+    """Lines starting in [start, stop): their count, and the records this piece owes the tracker."""
+    reader = _reader(rules)
     records: list[Record] = []
 
     def collect(line: int, segments: list[str], gated: bool) -> int:
         if gated:  # every gated line may open a window: send its frames, the tracker decides
-            records.append((line, segments, True))
+            records.append((line, GATED, (segments, [reader.pack(t) for t in segments])))
             return detail_lines
         # Frames right after a gated line (or at the top of the piece: the previous piece's gated
         # line may own them); the first other line ends the run.
         if any(is_backtrace_frame(s) for s in segments):
-            records.append((line, segments, False))
+            records.append((line, FRAME, segments))
             return 0
         return -1
 
-    scanner = LineScanner(re.compile(gate), collect, max_line=max_line)
+    needle = reader.rules.needle_in
+
+    def frames(first: int, texts: list[str]) -> None:
+        details = reader.details
+        records.append((first, RUN, (len(texts), [(i, d) for i, d in enumerate(map(details, texts)) if d],
+                                     [(i, t) for i, t in enumerate(texts) if needle(t)])))
+
+    scanner = LineScanner(reader.rules.gate, collect, max_line=max_line, frames=frames)
     scanner.open_window(detail_lines)  # leading frames may continue the previous piece's backtrace
     with open(path, "rb") as f:
         pos = 0 if start == 0 else _first_line_start(f, start, stop)
@@ -84,39 +110,85 @@ def _first_line_start(f, start: int, stop: int) -> int | None:
     return None
 
 
-def scan_file(path: str, process: Callable[[int, list[str], bool], int], *, workers: int,
-              detail_lines: int, gate: re.Pattern[bytes], piece: int = PIECE) -> tuple[int, int]:
-    """Feed `process` the lines of `path` that the serial reader would (gated by `gate`, the
-    tracker's rule set's); returns (lines, bytes)."""
+class _Replay:
+    """Feeds records to the tracker with the serial scanner's window rules."""
+
+    def __init__(self, tracker: Any):
+        self.tracker = tracker
+        self.window_until = 0  # last line of the open window
+        self.last = 0          # last line the tracker saw
+
+    def _gap(self, line: int) -> None:
+        """Lines the workers did not send lie before `line`: inside a window they were not frames
+        (which closes it), outside one they do not matter. Either way no window is open now."""
+        if line > self.last + 1:
+            self.window_until = 0
+
+    def gated(self, line: int, segments: list[str], packed: list[Any] | None) -> None:
+        self._gap(line)
+        want = self.tracker.process(line, segments, True, packed)
+        if want > 0:
+            self.window_until = max(self.window_until, line + want)
+        elif want < 0:
+            self.window_until = 0
+        self.last = line
+
+    def frame(self, line: int, segments: list[str]) -> None:
+        self._gap(line)
+        if line <= self.window_until and line == self.last + 1:
+            if self.tracker.process(line, segments, False) < 0:
+                self.window_until = 0
+            self.last = line
+
+    def run(self, first: int, count: int, found: list[tuple[int, dict[str, Any]]],
+            gated: list[tuple[int, str]]) -> None:
+        self._gap(first)
+        inside = 0
+        if first <= self.window_until and first == self.last + 1:
+            inside = min(count, self.window_until - first + 1)
+            self.tracker.frame_details(first, [(i, d) for i, d in found if i < inside])
+            self.last = first + inside - 1
+        if inside == count:
+            return
+        # Past the window the serial scanner reads these one by one: only gated ones count (and one
+        # may open a new window that takes the frames after it).
+        texts = dict(gated)
+        for i in range(inside, count):
+            line = first + i
+            if line <= self.window_until and line == self.last + 1:
+                self.tracker.frame_details(line, [(0, d) for j, d in found if j == i])
+                self.last = line
+            elif i in texts:
+                self.gated(line, [texts[i]], None)
+
+
+def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate: Any = None,
+              piece: int = PIECE) -> tuple[int, int]:
+    """Feed the tracker whose bound `process` method is given the lines of `path` that the serial
+    reader would; returns (lines, bytes). (`gate` is kept for callers: the tracker's rule set gates.)"""
+    tracker = process.__self__
+    rules = tuple(cr.rule for cr in tracker.rules.rules)
     size = os.path.getsize(path)
     starts = list(range(0, size, piece)) or [0]
     base = 0
-    window_until = 0
-    last = 0
+    replay = _Replay(tracker)
     with ProcessPoolExecutor(max_workers=workers) as ex:
         pending: deque[Future] = deque()
         nxt = 0
         while nxt < len(starts) or pending:
             while nxt < len(starts) and len(pending) < 2 * workers:
                 s = starts[nxt]
-                pending.append(ex.submit(_scan_piece, path, s, min(size, s + piece), detail_lines,
-                                         gate.pattern))
+                pending.append(ex.submit(_scan_piece, path, s, min(size, s + piece), detail_lines, rules))
                 nxt += 1
             nlines, records = pending.popleft().result()
-            for local, segments, gated in records:
+            for local, kind, payload in records:
                 line = base + local
-                if gated:
-                    want = process(line, segments, True)
-                    if want > 0:
-                        window_until = max(window_until, line + want)
-                    elif want < 0:
-                        window_until = 0
-                elif line <= window_until and line == last + 1:
-                    if process(line, segments, False) < 0:
-                        window_until = 0
+                if kind == GATED:
+                    replay.gated(line, payload[0], payload[1])
+                elif kind == FRAME:
+                    replay.frame(line, payload)
                 else:
-                    continue
-                last = line
+                    replay.run(line, *payload)
             base += nlines
     return base, size
 

@@ -10,9 +10,13 @@ are cut to their head and tail. Line numbers count LF-terminated lines from 1.
 
 from __future__ import annotations
 
-import calendar
 import re
 from collections.abc import Callable
+
+from tilefit.diagnose.prefixes import strip_prefix
+
+__all__ = ["CHUNK", "MAX_LINE", "LineScanner", "normalize", "strip_prefix", "detail_fields",
+           "is_backtrace_frame", "tile_from_enum", "tile_from_text"]
 
 CHUNK = 1 << 20
 MAX_LINE = 64 << 10
@@ -20,9 +24,15 @@ MAX_LINE = 64 << 10
 # process(line_number, segments, gated) -> how many following lines it wants to see regardless of
 # the gate (negative: close the window). `gated` says whether the line contains a needle.
 Processor = Callable[[int, list[str], bool], int]
+# frames(first_line_number, texts): a run of backtrace frames inside a window, handed over at once.
+FrameSink = Callable[[int, list[str]], None]
 
-_ISO_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[.,](\d+))?")
-_RANK_TAG = re.compile(r"\[(?:rank|Rank )(\d+)\]")
+# A run of backtrace frames, as is_backtrace_frame reads them, in bytes (a frame here is always one
+# there): "2       0x7f3c2a6f1e9d void f<...>() + 1645", "  File ...", "  at ...", "x.cu:12 ...".
+# Lines with CR, ESC or over 16,000 bytes take the line-by-line path.
+FRAME_RUN = re.compile(rb"(?:[ \t]{0,40}(?:#?[0-9]{1,6}[ \t]{1,40}0x[0-9a-fA-F]{1,16}|at |\.\.\.|File |"
+                       rb"[!-~]{1,300}\.(?:cu|h|hpp|inl|cpp):[0-9]{1,7})[^\n\r\x1b]{0,16000}\n){1,64}")
+
 _NUMBER = re.compile(r"\d+")
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
@@ -45,9 +55,11 @@ class LineScanner:
     the same verdict under `--follow` as in a file. Such a line matters when its clipped text holds
     a needle or it falls inside a window."""
 
-    def __init__(self, gate: re.Pattern[bytes], process: Processor, *, max_line: int = MAX_LINE):
+    def __init__(self, gate: re.Pattern[bytes], process: Processor, *, max_line: int = MAX_LINE,
+                 frames: FrameSink | None = None):
         self.gate = gate
         self.process = process
+        self.frames = frames
         self.max_line = max_line
         self._half = max_line // 2
         self.lines = 0           # complete lines consumed so far
@@ -135,6 +147,11 @@ class LineScanner:
         search = self.gate.search
         while pos <= end:
             if self._window > 0:
+                if self.frames is not None:
+                    run = FRAME_RUN.match(buf, pos, end + 1)
+                    if run is not None:
+                        pos = self._frame_run(buf, pos, run.end())
+                        continue
                 nl = buf.find(b"\n", pos, end + 1)
                 if nl - pos > self.max_line:
                     self._line(buf, pos, nl)
@@ -155,6 +172,21 @@ class LineScanner:
             self._line(buf, start, nl)
             pos = nl + 1
 
+    def _frame_run(self, buf: bytes, start: int, stop: int) -> int:
+        """Hand a run of frame lines buf[start:stop] (at most the window's count) to `frames`;
+        returns where the next line starts."""
+        texts = buf[start:stop].decode("utf-8", "replace").split("\n")
+        texts.pop()  # after the run's last LF
+        if len(texts) > self._window:
+            del texts[self._window:]
+            stop = start
+            for _ in texts:
+                stop = buf.index(b"\n", stop) + 1
+        self.frames(self.lines + 1, texts)  # type: ignore[misc]
+        self.lines += len(texts)
+        self._window -= len(texts)
+        return stop
+
     def _emit(self, buf: bytes, start: int, stop: int, *, gated: bool = True) -> None:
         """Hand one line (buf[start:stop], at most about max_line bytes) to the processor."""
         self.lines += 1
@@ -167,92 +199,6 @@ class LineScanner:
             self._window = want
         elif want < 0:
             self._window = 0
-
-
-# ---- prefixes: ranks, workers and timestamps ---------------------------------------------------
-
-_PREFIXES = (
-    # vLLM / Ray process tags: "(EngineCore_DP0 pid=4123)", "(Worker_PP0_TP1 pid=77)",
-    # "(VllmWorker rank=0 pid=5)", "(BenchmarkWorker pid=9, ip=10.0.0.2)"
-    re.compile(r"^\((?P<proc>[A-Za-z][\w.-]*?)(?: rank=(?P<vrank>\d+))? pid=\d+(?:, ip=[\d.]+)?\) ?"),
-    # docker compose: "2026-05-01 19:59:08.164 | "
-    re.compile(r"^(?P<ts>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?)\s*\|\s*"),
-    # sglang: "[2025-10-06 20:05:22 DP0 TP0 EP0] "
-    re.compile(r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>(?: [A-Z]{2,3}\d+)*)\] ?"),
-    # "[TP3] ", "[rank3]: ", "[Rank 3] "
-    re.compile(r"^\[(?P<ranks>(?:[A-Z]{2}\d+)(?: [A-Z]{2}\d+)*|[Rr]ank ?\d+)\]:? ?"),
-    # TensorRT-LLM Python logger: "[10/06/2025-20:05:22] [TRT-LLM] [W] "
-    re.compile(r"^\[(?P<tts>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\]\s*(?:\[TRT-LLM\]\s*)?(?:\[[A-Z]\]\s*)?"),
-    # vLLM logger: "INFO 10-06 20:05:22 [file.py:123] " (older: "file.py:123] ")
-    re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<vts>\d\d-\d\d \d\d:\d\d:\d\d)"
-               r"(?:\.\d+)? (?:\[[^\]]*\]|\S+\.py:\d+\]) ?"),
-    # Python logging: "2025-10-06 20:05:22,123 - WARNING - autotuner.py:484 - flashinfer.jit: "
-    re.compile(r"^(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?) - [A-Z]+ - (?:\S+:\d+ - )?"
-               r"(?:[\w.]+: )?"),
-    # uvicorn's own level: "INFO:     "
-    re.compile(r"^(?:INFO|WARNING|ERROR):\s{1,5}(?=\S)"),
-)
-
-
-def _seconds(year: int, month: int, day: int, hh: int, mm: int, ss: int, frac: str = "") -> float | None:
-    try:
-        t = calendar.timegm((year, month, day, hh, mm, ss, 0, 0, 0))
-    except (ValueError, OverflowError):
-        return None
-    if not (1 <= month <= 12 and 1 <= day <= 31 and hh < 24 and mm < 60 and ss < 62):
-        return None
-    return t + (float("0." + frac) if frac.isdigit() else 0.0)
-
-
-def _ts_iso(s: str) -> float | None:
-    m = _ISO_TIME.match(s)
-    if not m:
-        return None
-    y, mo, d, h, mi, se = (int(g) for g in m.groups()[:6])
-    return _seconds(y, mo, d, h, mi, se, m.group(7) or "")
-
-
-def strip_prefix(text: str) -> tuple[str, str | None, float | None]:
-    """(body, rank, unix time) of a line: known prefixes peeled off in any order. The first
-    timestamp wins (an outer collector's clock stays consistent across processes). vLLM's
-    timestamps carry no year; they are placed in 2000, which keeps differences right."""
-    body = text
-    rank: str | None = None
-    when: float | None = None
-    for _ in range(6):
-        for rx in _PREFIXES:
-            m = rx.match(body)
-            if m:
-                break
-        else:
-            break
-        g = m.groupdict()
-        if rank is None:
-            if g.get("ranks"):
-                rank = g["ranks"].strip()
-            elif g.get("proc") and g["proc"] not in ("APIServer",):
-                rank = g["proc"] + (f" rank={g['vrank']}" if g.get("vrank") else "")
-        if when is None:
-            if g.get("ts"):
-                when = _ts_iso(g["ts"])
-            elif g.get("tts"):
-                mo, d, rest = g["tts"].split("/", 2)
-                y, hms = rest.split("-", 1)
-                h, mi, se = hms.split(":")
-                when = _seconds(int(y), int(mo), int(d), int(h), int(mi), int(se))
-            elif g.get("vts"):
-                md, hms = g["vts"].split(" ")
-                mo, d = md.split("-")
-                h, mi, se = hms.split(":")
-                when = _seconds(2000, int(mo), int(d), int(h), int(mi), int(se))
-        if m.end() == 0:
-            break
-        body = body[m.end():]
-    if rank is None:
-        m = _RANK_TAG.search(text)
-        if m:
-            rank = f"rank{m.group(1)}"
-    return body, rank, when
 
 
 # ---- detail: the failing tile, the arch and the epilogue, from error and backtrace lines ---------

@@ -48,6 +48,7 @@ class RuleSet:
         if too_wide:  # the parallel reader sends at most DETAIL_LINES frames after a gated line
             raise ValueError(f"rule windows wider than {DETAIL_LINES} lines: {too_wide}")
         self.rules = tuple(CompiledRule(r, re.compile(r.pattern) if r.pattern else None) for r in rules)
+        self.index = {id(cr.rule): i for i, cr in enumerate(self.rules)}  # rule -> its position
         needles = [r.needle.encode() for r in rules if r.gate]
         # A needle that contains another needle adds nothing to the gate.
         needles = [n for n in needles if not any(o != n and o in n for o in needles)]
@@ -59,6 +60,10 @@ class RuleSet:
         self._find = re.compile(self.gate.pattern.decode())
         self._by_needle: dict[str, tuple[int, ...]] = {
             t: tuple(i for i, cr in enumerate(self.rules) if cr.rule.gate and t in cr.rule.needle) for t in texts}
+
+    def needle_in(self, text: str) -> bool:
+        """Whether any gate needle occurs in `text` (the byte gate's verdict on a decoded line)."""
+        return self._find.search(text) is not None
 
     def candidates(self, text: str) -> list[int]:
         """Indexes of the rules whose needles occur in `text` (a superset of the matching rules)."""

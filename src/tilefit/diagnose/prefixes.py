@@ -1,0 +1,117 @@
+"""The prefixes engines, loggers and collectors put before a log line: ranks, worker tags, levels and
+timestamps. `peel(text)` removes them in any order and says where the body starts, which rank and
+which timestamp they carried. Each prefix is tried only when the line starts with a character it can
+start with, so a line costs one or two anchored matches per prefix layer.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+
+_ISO = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?"
+
+# (first characters, pattern). Named groups: ts (ISO time), tts (TensorRT-LLM time), vts (vLLM's
+# month-day time), ranks ("DP0 TP2 EP2", "rank3"), proc/vrank (vLLM and Ray process tags).
+_PREFIXES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    # vLLM / Ray process tags: "(EngineCore_DP0 pid=4123)", "(EngineCore pid=7)", "(Worker_PP0_TP1 pid=77)",
+    # "(VllmWorker rank=0 pid=5)", "(BenchmarkWorker pid=9, ip=10.0.0.2)"
+    ("(", re.compile(r"\((?P<proc>[A-Za-z][\w.-]{0,60}?)(?: rank=(?P<vrank>\d{1,6}))? pid=\d{1,9}"
+                     r"(?:, ip=[\d.]{1,40})?\) ?")),
+    # docker compose with timestamps: "2026-05-01 19:59:08.164 | "; Python logging:
+    # "2025-10-06 20:05:22,123 - WARNING - autotuner.py:484 - flashinfer.jit: "
+    ("0123456789", re.compile(rf"(?P<ts>{_ISO})(?:\s{{0,4}}\|\s{{0,4}}| - [A-Z]{{1,8}} - "
+                              r"(?:[^\s:]{1,80}:\d{1,7} - )?(?:[\w.]{1,80}: )?)")),
+    # sglang: "[2025-10-06 20:05:22 DP0 TP0 EP0] " (older: no ranks; newer: "[... TP0 EP0]")
+    ("[", re.compile(r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?P<ranks>(?: [A-Z]{2,4}\d{1,5}){0,6})\] ?")),
+    # "[TP3] ", "[DP0 TP2 EP2] ", "[rank3]: ", "[Rank 3] "
+    ("[", re.compile(r"\[(?P<ranks>[A-Z]{2,4}\d{1,5}(?: [A-Z]{2,4}\d{1,5}){0,6}|[Rr]ank ?\d{1,6})\]:? ?")),
+    # sglang <= 0.1: "[gpu_id=0] "
+    ("[", re.compile(r"\[gpu_id=(?P<ranks>\d{1,4})\] ?")),
+    # TensorRT-LLM's Python logger: "[10/06/2025-20:05:22] [TRT-LLM] [W] ", or without the time
+    ("[", re.compile(r"\[(?P<tts>\d\d/\d\d/\d{4}-\d\d:\d\d:\d\d)\] ?")),
+    ("[", re.compile(r"\[TRT-LLM\](?: ?\[[A-Z]\])? ?")),
+    # vLLM logger: "INFO 10-06 20:05:22 [file.py:123] " (older: "file.py:123] ")
+    ("DIWEC", re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (?P<vts>\d\d-\d\d \d\d:\d\d:\d\d)"
+                         r"(?:\.\d{1,6})? (?:\[[^\]]{0,120}\]|\S{1,120}\.py:\d{1,7}\]) ?")),
+    # uvicorn's own level: "INFO:     "
+    ("IWE", re.compile(r"(?:INFO|WARNING|ERROR):\s{1,5}(?=\S)")),
+    # docker compose service: "sglang-1  | ", "vllm-service  | "
+    ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+     re.compile(r"[A-Za-z][\w.-]{0,60}\s{1,8}\| ?")),
+)
+_BY_FIRST: dict[str, tuple[re.Pattern[str], ...]] = {}
+for _chars, _rx in _PREFIXES:
+    for _c in _chars:
+        _BY_FIRST[_c] = _BY_FIRST.get(_c, ()) + (_rx,)
+
+_RANK_TAG = re.compile(r"\[(?:rank|Rank )(\d{1,6})\]")
+_MIDNIGHT: dict[tuple[int, int, int], int] = {}
+
+
+def _seconds(year: int, month: int, day: int, hh: int, mm: int, ss: int, frac: str = "") -> float | None:
+    if not (1 <= month <= 12 and 1 <= day <= 31 and hh < 24 and mm < 60 and ss < 62):
+        return None
+    key = (year, month, day)
+    base = _MIDNIGHT.get(key)
+    if base is None:
+        try:
+            base = calendar.timegm((year, month, day, 0, 0, 0, 0, 0, 0))
+        except (ValueError, OverflowError):
+            return None
+        if len(_MIDNIGHT) > 4096:
+            _MIDNIGHT.clear()
+        _MIDNIGHT[key] = base
+    return base + hh * 3600 + mm * 60 + ss + (float("0." + frac) if frac else 0.0)
+
+
+def _when(g: dict[str, str | None]) -> float | None:
+    ts, tts, vts = g.get("ts"), g.get("tts"), g.get("vts")
+    if ts:  # 2025-10-06 20:05:22[,.]123
+        return _seconds(int(ts[0:4]), int(ts[5:7]), int(ts[8:10]), int(ts[11:13]), int(ts[14:16]),
+                        int(ts[17:19]), ts[20:])
+    if tts:  # 10/06/2025-20:05:22
+        return _seconds(int(tts[6:10]), int(tts[0:2]), int(tts[3:5]), int(tts[11:13]), int(tts[14:16]),
+                        int(tts[17:19]))
+    if vts:  # 10-06 20:05:22: vLLM prints no year; 2000 keeps differences right
+        return _seconds(2000, int(vts[0:2]), int(vts[3:5]), int(vts[6:8]), int(vts[9:11]), int(vts[12:14]))
+    return None
+
+
+def peel(text: str) -> tuple[int, str | None, float | None]:
+    """(where the body starts, rank, unix time) of a line. The first timestamp wins (an outer
+    collector's clock stays consistent across processes)."""
+    pos = 0
+    rank: str | None = None
+    when: float | None = None
+    n = len(text)
+    for _ in range(6):
+        if pos >= n:
+            break
+        m = None
+        for rx in _BY_FIRST.get(text[pos], ()):
+            m = rx.match(text, pos)
+            if m:
+                break
+        if m is None or m.end() == pos:
+            break
+        g = m.groupdict()
+        if rank is None:
+            if g.get("ranks"):
+                rank = g["ranks"].strip() or None
+            elif g.get("proc") and g["proc"] != "APIServer":
+                rank = g["proc"] + (f" rank={g['vrank']}" if g.get("vrank") else "")
+        if when is None:
+            when = _when(g)
+        pos = m.end()
+    if rank is None and "ank" in text:
+        m = _RANK_TAG.search(text)
+        if m:
+            rank = f"rank{m.group(1)}"
+    return pos, rank, when
+
+
+def strip_prefix(text: str) -> tuple[str, str | None, float | None]:
+    """(body, rank, unix time) of a line: known prefixes peeled off in any order."""
+    pos, rank, when = peel(text)
+    return text[pos:], rank, when
