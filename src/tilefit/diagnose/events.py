@@ -40,6 +40,9 @@ ILLEGAL_INSTRUCTION = "illegal-instruction"
 CUDA_ERROR = "cuda-error"
 NCCL = "nccl-error"
 EXCEPTION = "python-exception"
+ASSERTION = "assertion-failed"    # a C++ assertion (TensorRT-LLM's TLLM_CHECK): thrown, caught or not
+UNCAUGHT = "uncaught-exception"   # a traceback that reached a process's outermost frame
+NO_CONFIG = "no-valid-config"     # "Have not found any valid GEMM config": evidence, never a cause
 ENGINE_DIED = "engine-died"
 KILLED = "killed"
 CRASHED = "crashed"          # segfault / abort / core dump
@@ -50,8 +53,13 @@ LOGGED_ERROR = "logged-error"
 # generic "something died" kinds only decide when nothing more specific was logged.
 CAUSE_PRIORITY = (
     CUDA_OOM, ILLEGAL_INSTRUCTION, ILLEGAL_ACCESS, NCCL, TRITON_CRASH, TRITON_OOR, CUTLASS_INIT,
-    UNSUPPORTED_TILE, CUDA_ERROR, EXCEPTION, CRASHED, KILLED, ENGINE_DIED, EXIT,
+    UNSUPPORTED_TILE, CUDA_ERROR, ASSERTION, EXCEPTION, UNCAUGHT, CRASHED, KILLED, ENGINE_DIED, EXIT,
 )
+
+# A CUDA error that poisons the process's CUDA context: every later kernel in that process fails,
+# so the process is lost even when an autotuner "skipped" the tactic that raised it and a progress
+# bar followed. (Out-of-memory is not sticky: it has its own kind.)
+STICKY = frozenset({ILLEGAL_ACCESS, ILLEGAL_INSTRUCTION, CUDA_ERROR})
 
 # Kinds whose tiles the CUTLASS fit engine can explain.
 TILE_KINDS = (TACTIC_SKIPPED, CUTLASS_INIT, UNSUPPORTED_TILE)

@@ -25,6 +25,9 @@ def as_dict(d: Diagnosis, source: str | None = None) -> dict[str, Any]:
         "failures": [_failure(f) for f in d.failures],
         "decisive_line": d.decisive.line if d.decisive else None,
         "decisive": _event(d.decisive),
+        "ended_line": d.ended.line if d.ended else None,
+        "ended": _event(d.ended),
+        "settle": d.settle,
         "ready_line": d.ready.line if d.ready else None,
         "ready": _event(d.ready),
         "phase": d.phase,
@@ -79,6 +82,10 @@ def human(d: Diagnosis, source: str | None = None) -> str:
     if d.decisive is not None:
         label = {"fatal": "decisive line", "in-progress": "last progress"}.get(d.verdict, "ready line")
         lines.append(f"{label} {d.decisive.line}: {_clip(d.decisive.text)}")
+    if d.ended is not None and d.ended is not d.decisive:
+        lines.append(f"process ended at line {d.ended.line}: {_clip(d.ended.text)}")
+    if d.settle:
+        lines.append(f"to settle it: {d.settle}")
     if d.ready is not None and d.decisive is not d.ready:
         lines.append(f"ready line {d.ready.line}: {_clip(d.ready.text)}")
     if d.phase and d.verdict != "healthy":

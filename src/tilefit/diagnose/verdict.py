@@ -2,33 +2,36 @@
 
 `Tracker.process` is the parser's callback: it turns one line's rule matches into at most one
 failure event plus marker events, counts failures per class, attaches backtrace details (tile,
-arch) to the failure they belong to, and keeps just enough state to decide at the end:
-- an ERROR stays pending until something shows the process lived on: a ready line, or progress
-  from the same rank (a tuning sweep that continues after an OutOfResources);
-- a FATAL line (Killed, core dump, engine died, non-zero exit) ends the process;
-- the cause of a fatal end is the most specific pending error or fatal line, never a failure an
-  autotuner or sweep caught (skipped tactics).
+arch) to the failure they belong to, and keeps just enough state to decide at the end. The
+principle (issue 14):
+- `fatal` needs a process-ending event: a FATAL line (a death report, an exit code, a traceback
+  that reached a process's outermost frame), a sticky CUDA error (it poisons the CUDA context, even
+  inside a tactic an autotuner skipped), or an ERROR nothing shows the process outlived;
+- an ERROR is caught only when the same process (rank) shows progress after it, or the server
+  becomes ready; after the server is ready, a request's error does not end it;
+- `recovered` needs a ready line after the failures; a run with progress but no ready line is
+  `in-progress`; a log with neither is `unknown`;
+- the cause is the most specific uncaught error, never a failure an autotuner caught.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from tilefit.diagnose import events as ev
 from tilefit.diagnose.events import DETAIL_LINES, Event, Rule
-from tilefit.diagnose.parser import (
-    detail_fields, is_backtrace_frame, strip_prefix, tile_from_enum, tile_from_text,
+from tilefit.diagnose.analyze import LineReader
+from tilefit.diagnose.diagnosis import (
+    FATAL, HEALTHY, IN_PROGRESS, RECOVERED, UNKNOWN, VERDICTS, Diagnosis, FailureClass,
 )
+from tilefit.diagnose.parser import is_backtrace_frame, tile_from_enum, tile_from_text
 from tilefit.diagnose.rules import ENGINE_RANK, RuleSet
 
-HEALTHY, RECOVERED, FATAL, IN_PROGRESS, UNKNOWN = "healthy", "recovered", "fatal", "in-progress", "unknown"
-VERDICTS = (HEALTHY, RECOVERED, FATAL, IN_PROGRESS, UNKNOWN)
+__all__ = ["Tracker", "Diagnosis", "FailureClass", "VERDICTS", "HEALTHY", "RECOVERED", "FATAL", "IN_PROGRESS",
+           "UNKNOWN"]
 
-MAX_DISTINCT = 64       # tiles / tactics / ranks kept per failure class
 TRACEBACK_LINES = 400   # a traceback's exception line is looked for this far
-MESSAGE_CHARS = 240
 
 _NUMERIC = frozenset({"required", "limit", "count", "code", "bs", "at", "configs"})
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?\s*$)")
@@ -43,78 +46,12 @@ def _specificity(kind: str) -> int:
     return _SPECIFIC.get(kind, len(_SPECIFIC))
 
 
-@dataclass
-class FailureClass:
-    """Everything counted about one failure kind."""
-
-    kind: str
-    count: int = 0
-    first_line: int = 0
-    last_line: int = 0
-    message: str = ""
-    severity: str = ev.BENIGN
-    survived: int = 0          # events an autotuner/sweep caught or the process outlived
-    tiles: list[str] = field(default_factory=list)
-    finalize_tiles: list[str] = field(default_factory=list)  # seen with the fused FINALIZE epilogue
-    tactics: list[str] = field(default_factory=list)
-    ranks: list[str] = field(default_factory=list)
-    fields: dict[str, Any] = field(default_factory=dict)
-    first_time: float | None = None
-
-    def add(self, e: Event) -> None:
-        if self.count == 0:
-            self.first_line, self.message, self.first_time = e.line, e.text[:MESSAGE_CHARS], e.time
-            self.fields = {k: v for k, v in e.fields.items() if isinstance(v, (str, int, float, bool))}
-        self.count += e.weight
-        self.last_line = e.line
-        if _SEVERITY[e.severity] > _SEVERITY[self.severity]:
-            self.severity = e.severity
-        tactic = e.fields.get("tactic")
-        if tactic is not None:
-            _add_distinct(self.tactics, str(tactic))
-        if e.rank:
-            _add_distinct(self.ranks, e.rank)
-
-    def add_tile(self, tile: str, finalize: bool = False) -> None:
-        _add_distinct(self.tiles, tile)
-        if finalize:
-            _add_distinct(self.finalize_tiles, tile)
-
-
-def _add_distinct(items: list[str], value: str) -> None:
-    if value not in items and len(items) < MAX_DISTINCT:
-        items.append(value)
-
-
-@dataclass
-class Diagnosis:
-    verdict: str
-    engine: str | None
-    components: list[str]
-    arch: str | None
-    arch_source: str | None
-    gpu: str | None
-    failures: list[FailureClass]
-    decisive: Event | None
-    cause: str | None
-    confirmed: bool            # fatal: a line showed the process end (else: the log stops at an error)
-    ready: Event | None
-    phase: str | None
-    seconds_to_ready: float | None
-    lines: int
-    bytes: int
-    hints: dict[str, Any]
-    explanations: list[Any] = field(default_factory=list)
-
-    def failure(self, kind: str) -> FailureClass | None:
-        return next((f for f in self.failures if f.kind == kind), None)
-
-
 class Tracker:
     """The parser's callback plus the running state of one log."""
 
     def __init__(self, rules: RuleSet):
         self.rules = rules
+        self.reader = LineReader(rules)
         self.classes: dict[str, FailureClass] = {}
         self.engines: dict[str, int] = {}
         self.arch_votes: dict[str, int] = {}
@@ -122,9 +59,11 @@ class Tracker:
         # unresolved errors: the first per kind and rank, and how many failures it stands for
         self.pending: dict[tuple[str, str | None], list[Any]] = {}
         self.fatal: dict[str, Event] = {}                       # process-end lines since the last ready
+        self.sticky: dict[str | None, Event] = {}               # first sticky CUDA error per process
         self.ready: Event | None = None
         self.first_ready: Event | None = None
         self.progress: Event | None = None
+        self.activity = False  # an engine's logger at work (in-progress evidence only)
         self.traceback: Event | None = None
         self.open: tuple[Event, int] | None = None               # failure whose backtrace may follow
         self.last_time: float | None = None
@@ -133,7 +72,9 @@ class Tracker:
         self.seen = 0
 
     # -- the parser callback ----------------------------------------------------------------
-    def process(self, line: int, segments: list[str], gated: bool = True) -> int:
+    def process(self, line: int, segments: list[str], gated: bool = True, packed: list[Any] | None = None
+                ) -> int:
+        """One line's segments (`packed`: their analyses, made by another process's LineReader)."""
         if self.traceback is not None and line - self.traceback.line > TRACEBACK_LINES:
             self.traceback = None
         if not gated:
@@ -146,21 +87,34 @@ class Tracker:
                     self._attach(line, self._details(text))
             return 0 if frame else -1
         want = 0
-        for text in segments:
-            want = max(want, self._segment(line, text))
+        for i, text in enumerate(segments):
+            info = self.reader.line(text) if packed is None else \
+                (None if packed[i] is None else self.reader.unpack(text, packed[i]))
+            want = max(want, self._segment(line, text, info))
         return want
 
-    def _segment(self, line: int, text: str) -> int:
-        candidates = self.rules.candidates(text)
-        if not candidates:
+    def frames(self, first: int, texts: list[str]) -> None:
+        """Backtrace frames inside a failure's window (lines first, first+1, ...): their details
+        only. The scanner hands over a run of frames at once, so a backtrace costs one call."""
+        details = self.reader.details
+        self.frame_details(first, [(i, d) for i, d in enumerate(map(details, texts)) if d])
+
+    def frame_details(self, first: int, found: list[tuple[int, dict[str, Any]]]) -> None:
+        """frames() with the details already read: (offset from `first`, details) where non-empty."""
+        if self.traceback is not None and first - self.traceback.line > TRACEBACK_LINES:
+            self.traceback = None
+        for i, d in found:
+            self._attach(first + i, self._vote(d))
+
+    def _segment(self, line: int, text: str, info: Any) -> int:
+        if info is None:
             if self.open is not None:
                 self._attach(line, self._details(text))
             return 0
-        body, rank, when = strip_prefix(text)
+        body, rank, when, matches, found = info
         if when is not None:
             self.last_time = when
-        matches = self.rules.match(text, body, candidates)
-        details = self._details(text) if (matches or self.open or self.traceback) else {}
+        details = self._vote(found) if (matches or self.open or self.traceback) else {}
         if "tool" not in self.hints:
             for tool in ("benchmark_moe", "tuning_fused_moe_triton"):
                 if tool in text:
@@ -171,14 +125,17 @@ class Tracker:
         if self.traceback is not None and rank is None:
             rank = self.traceback.rank
         want = 0
-        failures = [(r, f) for r, f in matches if r.kind not in _MARKER_KINDS]
+        mixed = False
         for r, f in matches:
             if r.kind in _MARKER_KINDS:
+                mixed = True
                 e = Event(line, r.kind, r.severity, r.engine, r.name, text.strip(), rank, when, dict(r.fields))
                 e.fields.update(f)
                 self._marker(e)
                 self.seen += 1
                 want = max(want, r.window)
+        # The reader's cached tuple when every match is a failure (see _shape); a fresh list else.
+        failures = [(r, f) for r, f in matches if r.kind not in _MARKER_KINDS] if mixed else matches
         if failures:
             e = self._merge(line, text, body, rank, when, failures, details)
             if e is not None:
@@ -187,7 +144,10 @@ class Tracker:
         return want
 
     def _details(self, text: str) -> dict[str, Any]:
-        details = detail_fields(text)
+        return self._vote(self.reader.details(text))
+
+    def _vote(self, details: dict[str, Any]) -> dict[str, Any]:
+        """Count the arch a line names (details are shared and read-only)."""
         arch = details.get("arch")
         if arch:
             self.arch_votes[arch] = self.arch_votes.get(arch, 0) + 1
@@ -196,6 +156,9 @@ class Tracker:
     # -- markers -----------------------------------------------------------------------------
     def _marker(self, e: Event) -> None:
         self._count_engine(e.engine)
+        if e.kind == ev.READY and e.fields.get("weak") and "sglang" in self.engines:
+            # sglang starts uvicorn before its warmup request: only "fired up" means ready
+            e.kind, e.fields["phase"] = ev.PROGRESS, "HTTP server up, warmup not finished"
         if e.kind == ev.READY:
             self.ready = e
             if self.first_ready is None:
@@ -205,8 +168,11 @@ class Tracker:
             self.pending.clear()
             self.fatal.clear()
             self.traceback = None
+        elif e.kind == ev.PROGRESS and e.fields.get("activity"):
+            self.activity = True
         elif e.kind == ev.PROGRESS:
             self.progress = e
+            # The same process went on: its errors were caught (sticky ones are never pending).
             for key in [k for k in self.pending if k[1] == e.rank]:
                 self._survived(*self.pending.pop(key))
         elif e.kind == ev.TRACEBACK:
@@ -231,21 +197,7 @@ class Tracker:
         """One event for all failure rules that matched a line: the most specific kind, the
         highest severity; a line an autotuner logged ("Skipping tactic ...: <error>") stays a
         caught tactic failure whatever error it quotes."""
-        fields: dict[str, Any] = {}
-        for _, f in matches:
-            fields.update({k: _number(v) if k in _NUMERIC else v for k, v in f.items()})
-        kinds = [r.kind for r, _ in matches]
-        skipped = ev.TACTIC_SKIPPED in kinds
-        if skipped:
-            kind = ev.TACTIC_SKIPPED
-            reasons = [k for k in kinds if k != ev.TACTIC_SKIPPED and k in _SPECIFIC]
-            if reasons:
-                fields["reason"] = min(reasons, key=_SPECIFIC.__getitem__)
-        else:
-            # "RuntimeError: <what>" is an exception line by form; a rule that names <what> wins.
-            named = [k for k in kinds if k != ev.EXCEPTION] or kinds
-            kind = min(named, key=_specificity)
-        severity = max((r.severity for r, _ in matches), key=_SEVERITY.__getitem__)
+        kind, severity, rule, fields, skipped = _shape(matches)
         in_tb = self.traceback is not None
         if kind == ev.LOGGED_ERROR and in_tb:
             return None  # vLLM prefixes every traceback line with ERROR: the exception line decides
@@ -254,16 +206,22 @@ class Tracker:
             if not skipped and _SEVERITY[severity] < _SEVERITY[ev.ERROR]:
                 severity = ev.ERROR
             self.traceback = None
+        elif kind == ev.EXCEPTION and severity == ev.BENIGN and len(body) == len(text) \
+                and text[:1].isalpha() and not text.startswith("Error"):
+            # An exception line at column 0 with no logger prefix is how Python prints the end of
+            # an uncaught exception's traceback (its top may be cut from the excerpt). A bare
+            # "Error: ..." is no Python exception name (C++ programs print it).
+            severity = ev.ERROR
         if kind == ev.EXIT and fields.get("code") in (0, "0", None):
             return None
-        rule = min(matches, key=lambda m: _specificity(m[0].kind))[0]
         e = Event(line, kind, ev.BENIGN if skipped else severity, rule.engine, rule.name, text.strip(),
-                  rank, when if when is not None else self.last_time, fields, caught=skipped)
+                  rank, when if when is not None else self.last_time, dict(fields), caught=skipped)
         for r, _ in matches:
             self._count_engine(r.engine)
-        for key in ("arch", "dtype_hint", "finalize", "gemm"):
-            if key in details:
-                e.fields.setdefault(key, details[key])
+        if details:
+            for key in ("arch", "dtype_hint", "finalize", "gemm"):
+                if key in details:
+                    e.fields.setdefault(key, details[key])
         tile = details.get("tile") or _tile_of(fields)
         if tile:
             e.tiles.append(tile)
@@ -283,7 +241,10 @@ class Tracker:
             fc.survived += e.weight
         if self.first_failure_line is None:
             self.first_failure_line, self.first_failure_time = e.line, e.time
-        if e.severity == ev.FATAL:
+        if e.kind in ev.STICKY or e.fields.get("reason") in ev.STICKY:
+            # A sticky CUDA error poisons the process's context, caught or not.
+            self.sticky.setdefault(e.rank, e)
+        elif e.severity == ev.FATAL:
             self.fatal.setdefault(e.kind, e)
         elif e.severity == ev.ERROR and not e.caught:
             slot = self.pending.setdefault((e.kind, e.rank), [e, 0])
@@ -341,23 +302,36 @@ class Tracker:
     # -- the end -------------------------------------------------------------------------------
     def finish(self, lines: int, nbytes: int, *, arch: str | None = None, gpu: str | None = None,
                arch_source: str | None = None) -> Diagnosis:
-        pending = [slot[0] for slot in self.pending.values()]
-        candidates = [e for e in pending + list(self.fatal.values()) if not e.caught]
+        ready = self.ready
+        ended = [e for e in self.fatal.values() if not e.caught]
+        sticky = list(self.sticky.values())
+        # After the server is ready a request's error does not end it, unless the process ended
+        # after all; before, nothing caught it.
+        pending = [slot[0] for slot in self.pending.values()
+                   if not slot[0].caught and (ready is None or slot[0].line < ready.line or ended or sticky)]
+        candidates = sticky + pending + ended
         failures = sorted(self.classes.values(), key=lambda f: f.first_line)
         decisive: Event | None = None
-        cause = None
+        cause = settle = None
         confirmed = False
         if candidates:
             verdict = FATAL
-            decisive = min(candidates, key=lambda e: (_specificity(e.kind), e.line))
-            cause = decisive.kind
-            confirmed = bool(self.fatal)
-        elif self.ready is not None:
-            verdict = RECOVERED if failures else HEALTHY
-            decisive = self.ready
-        elif self.seen:
+            decisive = min(candidates, key=lambda e: (_specificity(_cause_kind(e)), e.line))
+            cause = _cause_kind(decisive)
+            confirmed = bool(ended or sticky)
+            if not confirmed:
+                who = f" from {decisive.rank}" if decisive.rank else ""
+                settle = (f"the log stops at this error with no line showing the process end: an exit or "
+                          f"death line (an exit code, 'Killed', 'Received sigquit', 'EngineCore failed to "
+                          f"start') would confirm it; a progress line{who} after it would show it was caught")
+        elif ready is not None:
+            real = [f for f in failures if f.kind not in _NOT_FAILURES]
+            verdict = RECOVERED if real else HEALTHY
+            decisive = ready
+        elif self.progress is not None or self.activity or self.hints or ev.TACTIC_SKIPPED in self.classes:
             verdict = IN_PROGRESS
             decisive = self.progress
+            settle = _ready_line(self.engines)
         else:
             verdict = UNKNOWN
         seconds = None
@@ -373,8 +347,65 @@ class Tracker:
             verdict=verdict, engine=engine, components=[e for e in seen if e not in (engine, "generic")],
             arch=arch, arch_source=arch_source, gpu=gpu, failures=failures, decisive=decisive,
             cause=cause, confirmed=confirmed, ready=self.ready, phase=_phase(self.progress),
-            seconds_to_ready=seconds, lines=lines, bytes=nbytes, hints=dict(self.hints),
+            seconds_to_ready=seconds, lines=lines, bytes=nbytes, hints=dict(self.hints), settle=settle,
+            ended=min(ended, key=lambda e: e.line) if ended else None,
         )
+
+
+_SHAPES: dict[int, tuple[Any, tuple[str, str, Rule, dict[str, Any], bool]]] = {}
+
+
+def _shape(matches: Any) -> tuple[str, str, Rule, dict[str, Any], bool]:
+    """(kind, severity, deciding rule, fields, skipped) of a line's failure matches. The line
+    reader hands out one tuple per distinct line, so a failure-dense log computes this once per
+    distinct line (the tuple itself is kept with its result: an id is never reused while cached)."""
+    got = _SHAPES.get(id(matches))
+    if got is not None and got[0] is matches:
+        return got[1]
+    fields: dict[str, Any] = {}
+    for _, f in matches:
+        fields.update({k: _number(v) if k in _NUMERIC else v for k, v in f.items()})
+    kinds = [r.kind for r, _ in matches]
+    skipped = ev.TACTIC_SKIPPED in kinds
+    if skipped:
+        kind = ev.TACTIC_SKIPPED
+        reasons = [k for k in kinds if k != ev.TACTIC_SKIPPED and k in _SPECIFIC]
+        if reasons:
+            fields["reason"] = min(reasons, key=_SPECIFIC.__getitem__)
+    else:
+        # "RuntimeError: <what>" is an exception line by form; a rule that names <what> wins.
+        named = [k for k in kinds if k != ev.EXCEPTION] or kinds
+        kind = min(named, key=_specificity)
+    severity = max((r.severity for r, _ in matches), key=_SEVERITY.__getitem__)
+    rule = min(matches, key=lambda m: _specificity(m[0].kind))[0]
+    shape = (kind, severity, rule, fields, skipped)
+    if isinstance(matches, tuple):
+        if len(_SHAPES) >= 4096:
+            _SHAPES.clear()
+        _SHAPES[id(matches)] = (matches, shape)
+    return shape
+
+
+# Counted and shown, but a ready log with only these is healthy: "no valid GEMM config" warnings.
+_NOT_FAILURES = (ev.NO_CONFIG,)
+
+
+def _cause_kind(e: Event) -> str:
+    """A skipped tactic that hit a sticky CUDA error is that error as a cause."""
+    return e.fields.get("reason", e.kind) if e.kind == ev.TACTIC_SKIPPED else e.kind
+
+
+def _ready_line(engines: dict[str, int]) -> str:
+    """Which line would settle an in-progress log: the engine's ready line."""
+    if "sglang" in engines:
+        line = "'The server is fired up and ready to roll!'"
+    elif "vllm" in engines or "trtllm" in engines:
+        line = "'Application startup complete.'"
+    elif "triton" in engines:
+        line = "'Writing best config to ...' (the tuning script's last step)"
+    else:
+        line = "the server's ready line"
+    return f"still starting: {line} would show it ready; an exit or death line would show it failed"
 
 
 def _number(text: str) -> int | str:

@@ -1,22 +1,29 @@
 """Rules every engine shares: Python tracebacks, CUDA and NCCL errors, the kernel's OOM killer,
-crashes, exit codes, logged ERROR lines, the autotuner's start/end lines (FlashInfer's autotuner
-is TensorRT-LLM's, ported; both print them) and uvicorn's readiness lines (sglang, vLLM and
-trtllm-serve all serve through uvicorn)."""
+crashes, exit reports, logged ERROR/FATAL lines, the autotuner's start/end lines (FlashInfer's
+autotuner is TensorRT-LLM's, ported; both print them) and the HTTP server's lines (sglang, vLLM and
+trtllm-serve all serve through uvicorn; an answered request means the server is up).
+
+Severity says what a line means for its process: FATAL lines end it (a death report, an exit code,
+a traceback that reached the process's outermost frame); ERROR lines end it unless the same process
+shows progress afterwards; the sticky CUDA kinds (events.STICKY) end it whatever follows.
+Patterns match the stable part of a line: pasted logs are often cut mid-line.
+"""
 
 from __future__ import annotations
 
 from tilefit.diagnose.events import (
-    BENIGN, CRASHED, CUDA_ERROR, CUDA_OOM, ERROR, EXCEPTION, EXIT, FATAL, ILLEGAL_ACCESS,
-    ILLEGAL_INSTRUCTION, KILLED, LOGGED_ERROR, MARKER, NCCL, PROGRESS, READY, TRACEBACK, Rule,
+    ASSERTION, BENIGN, CRASHED, CUDA_ERROR, CUDA_OOM, ENGINE_DIED, ERROR, EXCEPTION, EXIT, FATAL,
+    ILLEGAL_ACCESS, ILLEGAL_INSTRUCTION, KILLED, LOGGED_ERROR, MARKER, NCCL, PROGRESS, READY, TRACEBACK,
+    UNCAUGHT, Rule,
 )
 
 E = "generic"
 
 # The final line of a traceback: a dotted exception name, then an optional message. It is matched
-# against the line with its rank/timestamp/level prefix removed (see parser.strip_prefix).
+# against the line with its rank/timestamp/level prefix removed (see prefixes.peel).
 _ALLOC = r"Tried to allocate (?P<alloc>\d{1,9}(?:\.\d{1,4})? [KMGT]iB)|$"  # size of a CUDA OOM
-_EXC = (r"^(?P<exc>(?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*)?(?:Error|Exception|Exit|Interrupt|Failure))"
-        r"(?::\s*(?P<error>.*))?$")
+_EXC = (r"^(?P<exc>(?:[A-Za-z_]\w{0,80}\.){0,8}(?:[A-Za-z_]\w{0,80})?(?:Error|Exception|Exit|Interrupt|"
+        r"Failure))(?::\s{0,4}(?P<error>.{0,400}))?$")
 
 RULES = (
     Rule("traceback", E, TRACEBACK, MARKER, "Traceback (most recent call last)",
@@ -26,20 +33,32 @@ RULES = (
          pattern=_EXC, body=True),
     Rule("exception-line-exc", E, EXCEPTION, BENIGN, "Exception",
          "Exception: Capture cuda graph failed", pattern=_EXC, body=True),
+    # Python prints an uncaught exception's traceback from the outermost frame: the interpreter's
+    # (runpy's _run_module_as_main, a script's <module>) or a multiprocessing child's _bootstrap.
+    Rule("uncaught-main", E, UNCAUGHT, FATAL, "in _run_module_as_main",
+         '  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main'),
+    Rule("uncaught-script", E, UNCAUGHT, FATAL, "in <module>",
+         '(APIServer pid=161582)   File "/venv/bin/vllm", line 10, in <module>',
+         pattern=r"^\s{0,8}File \"[^\"]{1,400}\", line \d{1,7}, in <module>$", body=True),
+    Rule("uncaught-child", E, UNCAUGHT, FATAL, "in _bootstrap",
+         '(EngineCore pid=77)   File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
+         pattern=r"multiprocessing[/\\]process\.py\", line \d{1,6}, in _bootstrap$"),
     Rule("torch-oom", E, CUDA_OOM, ERROR, "OutOfMemory",
          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
          "capacity of 94.97 GiB of which 1.06 GiB is free.",
          pattern=_ALLOC),
+    # "CUDA out of memory", "CUDA error: out of memory", "CUDA driver error: out of memory",
+    # "cudaErrorMemoryAllocation: out of memory"
+    Rule("out-of-memory", E, CUDA_OOM, ERROR, "out of memory",
+         "RuntimeError: CUDA driver error: out of memory",
+         pattern=r"(?i:cuda|driver|gpu|device)[\w ]{0,16}:? {0,2}out of memory|cudaErrorMemoryAllocation"),
     Rule("cuda-oom-text", E, CUDA_OOM, ERROR, "CUDA out of memory",
-         "CUDA out of memory. Tried to allocate 512.00 MiB",
-         pattern=_ALLOC),
-    Rule("cuda-error-oom", E, CUDA_OOM, ERROR, "CUDA error: out of memory",
-         "RuntimeError: CUDA error: out of memory"),
-    Rule("illegal-access", E, ILLEGAL_ACCESS, ERROR, "CUDA error: an illegal memory access",
+         "CUDA out of memory. Tried to allocate 512.00 MiB", pattern=_ALLOC),
+    Rule("illegal-access", E, ILLEGAL_ACCESS, ERROR, "illegal memory access",
          "RuntimeError: CUDA error: an illegal memory access was encountered"),
     Rule("illegal-address-enum", E, ILLEGAL_ACCESS, ERROR, "ErrorIllegalAddress",
          "Failed: Cuda error /workspace/csrc/moe.cu:123 'cudaErrorIllegalAddress'"),
-    Rule("illegal-instruction", E, ILLEGAL_INSTRUCTION, ERROR, "CUDA error: an illegal instruction",
+    Rule("illegal-instruction", E, ILLEGAL_INSTRUCTION, ERROR, "illegal instruction",
          "torch.AcceleratorError: CUDA error: an illegal instruction was encountered"),
     Rule("illegal-instruction-enum", E, ILLEGAL_INSTRUCTION, ERROR, "ErrorIllegalInstruction",
          "CUDA runtime error: cudaErrorIllegalInstruction at moe_kernels.cu:910"),
@@ -48,6 +67,10 @@ RULES = (
     Rule("cuda-error", E, CUDA_ERROR, ERROR, "CUDA error: ",
          "RuntimeError: CUDA error: unspecified launch failure",
          pattern=r"CUDA error: (?P<error>[^.\n]{0,200})"),
+    Rule("misaligned", E, CUDA_ERROR, ERROR, "misaligned address",
+         "RuntimeError: CUDA error: misaligned address"),
+    Rule("accelerator-error", E, CUDA_ERROR, ERROR, "AcceleratorError",
+         "torch.AcceleratorError: CUDA error: device-side assert triggered"),
     Rule("nccl-error", E, NCCL, ERROR, "NCCL error",
          "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
          "NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3",
@@ -62,26 +85,57 @@ RULES = (
     # Not any line with the word: "Killed 3 idle connections" is no process death.
     Rule("oom-killer", E, KILLED, FATAL, "Killed",
          "/bin/bash: line 1:  2291 Killed                  python3 -m sglang.launch_server",
-         pattern=r"^\s*Killed\s*$|(?<!\d)\d{1,9} Killed  |Killed process \d"),
+         pattern=r"^\s*Killed\s*$|(?<!\d)\d{1,9} Killed  |Killed process \d|^Killed\b"),
     Rule("sigkill", E, KILLED, FATAL, "SIGKILL",
          "torch.distributed.elastic.multiprocessing.api:[WARNING] Sending process 2291 closing signal SIGKILL",
-         pattern=r"(?:Signal 9 \(SIGKILL\) received|signal SIGKILL|killed by SIGKILL)"),
+         pattern=r"\bSIGKILL\b|status=9/KILL|code=killed"),
+    Rule("systemd-killed", E, KILLED, FATAL, "code=killed",
+         "systemd[1]: vllm.service: Main process exited, code=killed, status=9/KILL"),
+    # vLLM's "EngineCore failed to start." / "WorkerProc failed to start.", systemd's "Failed to start
+    # x.service", a supervisor's "vllm-server failed to start within timeout".
+    Rule("failed-to-start", E, ENGINE_DIED, FATAL, "ailed to start",
+         "Failed to start vllm.service - vLLM OpenAI server.", pattern=r"\b[Ff]ailed to start\b"),
     Rule("segfault", E, CRASHED, FATAL, "Segmentation fault",
          "Segmentation fault (core dumped)"),
+    Rule("signal", E, CRASHED, FATAL, "SIG",
+         "*** SIGSEGV (@0x0) received by PID 4123 (TID 0x7f3c) from PID 0; stack trace: ***",
+         pattern=r"\bSIG(?:SEGV|ABRT|BUS|FPE|ILL)\b"),
+    Rule("core-dumped", E, CRASHED, FATAL, "core dumped",
+         "Aborted (core dumped)"),
     Rule("aborted", E, CRASHED, FATAL, "Aborted",
-         "Aborted (core dumped)", pattern=r"(?:^|\s)Aborted(?: \(core dumped\))?\s*$"),
+         "Aborted", pattern=r"(?:^|\s)Aborted(?: \(core dumped\))?\s{0,8}$"),
+    Rule("terminate", E, CRASHED, FATAL, "terminate called",
+         "terminate called after throwing an instance of 'std::runtime_error'"),
     Rule("fatal-python", E, CRASHED, FATAL, "Fatal Python error",
-         "Fatal Python error: Aborted", pattern=r"Fatal Python error: (?P<error>.*)$"),
+         "Fatal Python error: Aborted", pattern=r"Fatal Python error: (?P<error>.{0,300})"),
+    # TensorRT-LLM's TLLM_CHECK: thrown as an exception; fatal only when nothing catches it.
+    Rule("assertion", E, ASSERTION, ERROR, "Assertion failed",
+         "[TensorRT-LLM][ERROR] Assertion failed: d == a + length (/app/tensorrt_llm/cpp/tensorrt_llm/"
+         "plugins/gptAttentionCommon/gptAttentionCommon.cpp:320)",
+         pattern=r"Assertion failed: ?(?P<error>.{0,300})", window=40),
     Rule("exit-code", E, EXIT, FATAL, "xit",
          "torch.distributed.elastic.multiprocessing.api: exitcode  : -9 (pid: 2291)",
-         pattern=r"(?i:\bexit(?:ed)?(?: with)?(?: {0,3}code| {0,3}status)) {0,4}[:=]? {0,4}(?P<code>-?\d{1,12})"),
+         pattern=r"(?i:\bexit(?:ed)?(?: early| unexpectedly)?(?: with)?(?: {0,3}code| {0,3}status))"
+                 r" {0,4}[:=]? {0,4}(?P<code>-?\d{1,12})"),
+    # A logger's FATAL level (glog "F1006", Go, ninfer): the program says it stops.
+    Rule("fatal-level", E, ENGINE_DIED, FATAL, "FATAL",
+         "2026-09-06 12:21:46.017  FATAL server failed during startup | artifact object was not consumed",
+         pattern=r"(?:^|[\s\[|])FATAL(?:[\s\]:|]|$)"),
     Rule("logged-error", E, LOGGED_ERROR, BENIGN, "ERROR",
          "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:41 [core.py:708] EngineCore failed to start.",
          pattern=r"(?:^|[\s\[\]-])ERROR(?:[\s\]:-]|$)"),
+    # uvicorn: sglang prints these before its own warmup is done (its ready line is "fired up"); vLLM
+    # and trtllm-serve only once the engine is up. The tracker demotes them to progress for sglang.
     Rule("uvicorn-startup", E, READY, MARKER, "Application startup complete",
-         "(APIServer pid=4000) INFO:     Application startup complete."),
+         "(APIServer pid=4000) INFO:     Application startup complete.", fields=(("weak", True),)),
     Rule("uvicorn-running", E, READY, MARKER, "Uvicorn running on",
-         "[2025-10-06 20:09:03] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)"),
+         "[2025-10-06 20:09:03] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)",
+         fields=(("weak", True),)),
+    # An answered request (uvicorn's access log): the server is up, whatever the status code.
+    Rule("http-served", E, READY, MARKER, " HTTP/1.",
+         '[2025-10-06 20:09:07] INFO:     127.0.0.1:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+         pattern=r'"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) /\S{0,300} HTTP/1\.[01]" \d{3}',
+         fields=(("phase", "serving"),)),
     Rule("autotune-process", E, PROGRESS, MARKER, "Autotuning process ",
          "2025-10-06 20:04:05,002 - INFO - autotuner.py:262 - flashinfer.jit: [Autotuner]: Autotuning "
          "process starts ...", pattern=r"Autotuning process (?P<step>starts|ends)",

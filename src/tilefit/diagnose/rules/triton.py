@@ -6,7 +6,8 @@ and write the best config at the very end."""
 from __future__ import annotations
 
 from tilefit.diagnose.events import (
-    DEVICE_NAME_FIELD, ERROR, HINT, MARKER, PROGRESS, READY, TRITON_CRASH, TRITON_OOR, Rule,
+    DEVICE_NAME_FIELD, ERROR, EXCEPTION, HINT, MARKER, PROGRESS, READY, TRITON_CRASH,
+    TRITON_OOR, Rule,
 )
 
 E = "triton"
@@ -17,6 +18,16 @@ RULES = (
          "Hardware limit: 101376. Reducing block sizes or `num_stages` may help.",
          pattern=r"(?P<resource>[a-z]{1,12}(?: [a-z]{1,12}){0,2}), Required: (?P<required>\d{1,12}), "
                  r"Hardware limit: (?P<limit>\d{1,12})"),
+    # Re-raised without "out of resource:", or cut before the limit.
+    Rule("out-of-resources-name", E, TRITON_OOR, ERROR, "OutOfResources",
+         "triton.runtime.errors.OutOfResources: shared memory, Required: 147456, Hardware limit: 101376",
+         pattern=r"OutOfResources:(?: out of resource:)? ?(?P<resource>[a-z]{1,12}(?: [a-z]{1,12}){0,2})?"
+                 r"(?:, Required: (?P<required>\d{1,12}))?"),
+    # The tuning scripts run each batch size as a Ray task; a task that died re-raises here.
+    Rule("ray-task-error", E, EXCEPTION, ERROR, "RayTaskError",
+         "ray.exceptions.RayTaskError(RuntimeError): ray::BenchmarkWorker.tune() (pid=2279, ip=10.0.0.2, "
+         "actor_id=4c2f, repr=<benchmark_moe.BenchmarkWorker object at 0x7f8e>)",
+         pattern=r"RayTaskError(?:\((?P<inner>\w{1,80})\))?"),
     Rule("passmanager", E, TRITON_CRASH, ERROR, "PassManager::run failed",
          "RuntimeError: PassManager::run failed"),
     Rule("compilation-error", E, TRITON_CRASH, ERROR, "CompilationError",

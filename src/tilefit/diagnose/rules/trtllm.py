@@ -3,7 +3,9 @@ error lines ([TensorRT-LLM][ERROR], [TRT-LLM] [E]) whose backtraces follow on th
 
 from __future__ import annotations
 
-from tilefit.diagnose.events import BENIGN, LOGGED_ERROR, TACTIC_SKIPPED, Rule
+from tilefit.diagnose.events import (
+    BENIGN, ENGINE_DIED, FATAL, LOGGED_ERROR, MARKER, NO_CONFIG, PROGRESS, TACTIC_SKIPPED, Rule,
+)
 
 E = "trtllm"
 
@@ -17,6 +19,24 @@ RULES = (
     Rule("cpp-error", E, LOGGED_ERROR, BENIGN, "TensorRT-LLM][ERROR]",
          "[TensorRT-LLM][ERROR] Assertion failed: Failed to initialize cutlass TMA WS grouped gemm. "
          "Error: Error Internal (/src/moe_gemm_tma_ws_launcher.inl:1093)", window=40),
+    # Any info line of TensorRT-LLM's Python logger ("[TRT-LLM] [I]") or C++ logger
+    # ("[TensorRT-LLM][INFO]") shows the engine at work: evidence that it is starting, never proof
+    # that an error before it was survived.
+    Rule("py-info", E, PROGRESS, MARKER, "[TRT-LLM] [I]",
+         "[05/27/2025-21:12:36] [TRT-LLM] [I] Creating CUDA graph instances for 196 batch sizes.",
+         fields=(("activity", True),)),
+    Rule("cpp-info", E, PROGRESS, MARKER, "[TensorRT-LLM][INFO]",
+         "[TensorRT-LLM][INFO] Loaded engine size: 15448 MiB", fields=(("activity", True),)),
+    Rule("version", E, PROGRESS, MARKER, "TensorRT-LLM version: ",
+         "[TensorRT-LLM] TensorRT-LLM version: 0.20.0rc3",
+         pattern=r"TensorRT-LLM version: (?P<trtllm_version>\d{1,3}\.\d{1,3}[\w.+-]{0,40})",
+         fields=(("phase", "starting the engine"),)),
+    Rule("executor-init-failed", E, ENGINE_DIED, FATAL, "Failed to initialize executor",
+         "[05/27/2025-21:12:36] [TRT-LLM] [E] Failed to initialize executor on rank 3: [TensorRT-LLM][ERROR] "
+         "CUDA runtime error in cudaMemsetAsync(...): an illegal memory access was encountered"),
+    Rule("no-valid-config", E, NO_CONFIG, BENIGN, "not found any valid",
+         "[TensorRT-LLM][WARNING] Have not found any valid GEMM config for shape (m=1, n=4096, k=4096). "
+         "Will try to use default or fail at runtime"),
     Rule("py-error", E, LOGGED_ERROR, BENIGN, "TRT-LLM] [E]",
          "[10/06/2025-20:07:41] [TRT-LLM] [E] Failed to initialize executor on rank 0: CUDA out of memory"),
 )

@@ -1,38 +1,74 @@
-"""vLLM server lines: engine start, model loading, CUDA-graph capture, the API server, the
-engine core's death, and the fused-MoE default-config warning (no tuned file for this GPU)."""
+"""vLLM server lines: engine start, model loading, CUDA-graph capture, the API server, serving
+statistics, the engine core's and workers' death, and the fused-MoE default-config warning (no tuned
+file for this GPU). Spellings read from the vLLM 0.11.0 wheel: v1/engine/core.py ("EngineCore failed
+to start.", "EngineCore encountered a fatal error."), v1/executor/multiproc_executor.py ("WorkerProc
+hit an exception.", "WorkerProc failed to start.", "Worker proc %s died unexpectedly"),
+v1/engine/utils.py ("Engine core initialization failed."), v1/metrics/loggers.py ("Avg prompt
+throughput:"), entrypoints/openai/api_server.py ("Starting vLLM API server %d on %s"). Newer vLLM
+prints "Starting vLLM server on ..." (seen in public logs; no newer wheel was read here).
+Lines carry a process tag, "(EngineCore_DP0 pid=4123)" or "(EngineCore pid=77)": see prefixes.py."""
 
 from __future__ import annotations
 
-from tilefit.diagnose.events import DEVICE_NAME_FIELD, ENGINE_DIED, FATAL, HINT, MARKER, PROGRESS, Rule
+from tilefit.diagnose.events import DEVICE_NAME_FIELD, ENGINE_DIED, FATAL, HINT, MARKER, PROGRESS, READY, Rule
 
 E = "vllm"
 
 RULES = (
+    # Any INFO line of vLLM's logger shows a vLLM process at work: evidence that it is starting,
+    # never proof that an error before it was survived (vLLM logs its shutdown at INFO too).
+    Rule("info", E, PROGRESS, MARKER, "INFO ",
+         "(EngineCore_DP0 pid=4039410) INFO 10-07 17:36:28 [gpu_model_runner.py:2753] Loading model from scratch...",
+         pattern=r"(?<!\w)INFO \d\d-\d\d \d\d:\d\d:\d\d",
+         fields=(("activity", True),)),
     Rule("engine-init", E, PROGRESS, MARKER, "LLM engine (v",
          "(EngineCore_DP0 pid=4123) INFO 10-06 20:01:10 [core.py:76] Initializing a V1 LLM engine (v0.11.0) "
          "with config: model='Qwen/Qwen3-30B-A3B', dtype=torch.bfloat16, tensor_parallel_size=1",
+         pattern=r"LLM engine \(v(?P<vllm_version>\d{1,3}\.\d{1,3}\.\d{1,3}[\w.+-]{0,40})\)|$",
          fields=(("phase", "starting the engine"),)),
     Rule("model-loading", E, PROGRESS, MARKER, "Model loading took",
          "(EngineCore_DP0 pid=4123) INFO 10-06 20:03:40 [gpu_model_runner.py:2602] Model loading took "
          "61.2 GiB and 95.3 seconds", fields=(("phase", "loading weights"),)),
-    Rule("kv-cache", E, PROGRESS, MARKER, "Available KV cache memory",
+    Rule("loading-weights", E, PROGRESS, MARKER, "Loading weights took",
+         "(EngineCore pid=1639) INFO 04-25 03:33:08 [default_loader.py:384] Loading weights took 74.58 seconds",
+         fields=(("phase", "loading weights"),)),
+    Rule("kv-cache", E, PROGRESS, MARKER, "KV cache",
          "(EngineCore_DP0 pid=4123) INFO 10-06 20:04:02 [gpu_worker.py:298] Available KV cache memory: "
-         "18.53 GiB", fields=(("phase", "profiling memory"),)),
+         "18.53 GiB", pattern=r"Available KV cache memory|GPU KV cache size|KV cache memory",
+         fields=(("phase", "profiling memory"),)),
     Rule("capturing-graphs", E, PROGRESS, MARKER, "Capturing CUDA graph",
          "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  45%|####5     | 30/67 [00:03<00:04,"
-         "  8.91it/s]", pattern=r"(?<!\d)(?P<done>\d{1,6})/(?P<total>\d{1,6})(?!\d)", fields=(("phase", "CUDA-graph capture"),)),
+         "  8.91it/s]", pattern=r"(?<!\d)(?P<done>\d{1,6})/(?P<total>\d{1,6})(?!\d)|$", body=True,
+         fields=(("phase", "CUDA-graph capture"),)),
     Rule("capturing-model", E, PROGRESS, MARKER, "Capturing the model for CUDA graphs",
          "(VllmWorkerProcess pid=13109) INFO 08-19 07:51:12 model_runner.py:1024] Capturing the model for "
          "CUDA graphs.", fields=(("phase", "CUDA-graph capture"),)),
     Rule("graph-capture-done", E, PROGRESS, MARKER, "Graph capturing finished",
          "(EngineCore_DP0 pid=4123) INFO 10-06 20:04:31 [gpu_model_runner.py:3480] Graph capturing "
          "finished in 29 secs, took 1.02 GiB", fields=(("phase", "CUDA-graph capture done"),)),
+    Rule("init-engine-took", E, PROGRESS, MARKER, "init engine (profile, create kv cache, warmup model) took",
+         "(EngineCore_DP0 pid=4123) INFO 10-06 20:04:33 [core.py:210] init engine (profile, create kv cache, "
+         "warmup model) took 31.52 seconds", fields=(("phase", "engine started"),)),
     Rule("api-server", E, PROGRESS, MARKER, "Starting vLLM API server",
          "(APIServer pid=4000) INFO 10-06 20:04:35 [api_server.py:1896] Starting vLLM API server 0 on "
          "http://0.0.0.0:8000", fields=(("phase", "starting the API server"),)),
+    Rule("server-on", E, PROGRESS, MARKER, "Starting vLLM server on",
+         "(APIServer pid=4000) INFO 04-25 03:35:01 [api_server.py:2011] Starting vLLM server on "
+         "http://0.0.0.0:8000", fields=(("phase", "starting the API server"),)),
+    # Engine statistics are logged only by a running engine (idle ones print zeros).
+    Rule("engine-stats", E, READY, MARKER, "Avg prompt throughput",
+         "(APIServer pid=4000) INFO 10-06 20:10:05 [loggers.py:123] Engine 000: Avg prompt throughput: "
+         "0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, "
+         "GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%", fields=(("phase", "serving"),)),
+    Rule("enginecore-failed", E, ENGINE_DIED, FATAL, "EngineCore failed to start",
+         "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:41 [core.py:708] EngineCore failed to start."),
+    Rule("enginecore-fatal", E, ENGINE_DIED, FATAL, "EngineCore encountered a fatal error",
+         "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:41 [core.py:710] EngineCore encountered a fatal error."),
+    Rule("workerproc", E, ENGINE_DIED, FATAL, "WorkerProc ",
+         "(Worker_TP0 pid=1013) ERROR 01-14 18:57:02 [multiproc_executor.py:671] WorkerProc hit an exception.",
+         pattern=r"WorkerProc (?:hit an exception|failed to start|initialization failed)"),
     Rule("engine-init-failed", E, ENGINE_DIED, FATAL, "Engine core initialization failed",
-         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
-         pattern=r"^(?:[\w.]+: )?Engine core initialization failed", body=True),
+         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
     Rule("proc-died", E, ENGINE_DIED, FATAL, "died unexpectedly",
          "(APIServer pid=4000) ERROR 10-06 20:07:43 [core_client.py:564] Engine core proc EngineCore_DP0 "
          "died unexpectedly, shutting down client."),
@@ -40,5 +76,5 @@ RULES = (
          "(EngineCore_DP0 pid=4123) WARNING 10-06 20:04:10 [fused_moe.py:727] Using default MoE config. "
          "Performance might be sub-optimal! Config file not found at ['/vllm/model_executor/layers/"
          "fused_moe/configs/E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json']",
-         pattern=DEVICE_NAME_FIELD, fields=(("hint", "default-moe-config"),)),
+         pattern=DEVICE_NAME_FIELD + "|$", fields=(("hint", "default-moe-config"),)),
 )

@@ -1,0 +1,87 @@
+"""The result of a diagnosis: the verdict, the failure classes counted, the decisive line and
+what would settle an open question. Built by verdict.Tracker, explained by explain.py, rendered by
+render.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tilefit.diagnose import events as ev
+from tilefit.diagnose.events import Event
+
+HEALTHY, RECOVERED, FATAL, IN_PROGRESS, UNKNOWN = "healthy", "recovered", "fatal", "in-progress", "unknown"
+VERDICTS = (HEALTHY, RECOVERED, FATAL, IN_PROGRESS, UNKNOWN)
+
+MAX_DISTINCT = 64       # tiles / tactics / ranks kept per failure class
+MESSAGE_CHARS = 240
+_SEVERITY = {s: i for i, s in enumerate(ev.SEVERITIES)}
+
+
+@dataclass
+class FailureClass:
+    """Everything counted about one failure kind."""
+
+    kind: str
+    count: int = 0
+    first_line: int = 0
+    last_line: int = 0
+    message: str = ""
+    severity: str = ev.BENIGN
+    survived: int = 0          # events an autotuner/sweep caught or the process outlived
+    tiles: list[str] = field(default_factory=list)
+    finalize_tiles: list[str] = field(default_factory=list)  # seen with the fused FINALIZE epilogue
+    tactics: list[str] = field(default_factory=list)
+    ranks: list[str] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    first_time: float | None = None
+
+    def add(self, e: Event) -> None:
+        if self.count == 0:
+            self.first_line, self.message, self.first_time = e.line, e.text[:MESSAGE_CHARS], e.time
+            self.fields = {k: v for k, v in e.fields.items() if isinstance(v, (str, int, float, bool))}
+        self.count += e.weight
+        self.last_line = e.line
+        if _SEVERITY[e.severity] > _SEVERITY[self.severity]:
+            self.severity = e.severity
+        tactic = e.fields.get("tactic")
+        if tactic is not None:
+            _add_distinct(self.tactics, str(tactic))
+        if e.rank:
+            _add_distinct(self.ranks, e.rank)
+
+    def add_tile(self, tile: str, finalize: bool = False) -> None:
+        _add_distinct(self.tiles, tile)
+        if finalize:
+            _add_distinct(self.finalize_tiles, tile)
+
+
+def _add_distinct(items: list[str], value: str) -> None:
+    if value not in items and len(items) < MAX_DISTINCT:
+        items.append(value)
+
+
+@dataclass
+class Diagnosis:
+    verdict: str
+    engine: str | None
+    components: list[str]
+    arch: str | None
+    arch_source: str | None
+    gpu: str | None
+    failures: list[FailureClass]
+    decisive: Event | None
+    cause: str | None
+    confirmed: bool            # fatal: a line showed the process end (else: the log stops at an error)
+    ready: Event | None
+    phase: str | None
+    seconds_to_ready: float | None
+    lines: int
+    bytes: int
+    hints: dict[str, Any]
+    explanations: list[Any] = field(default_factory=list)
+    settle: str | None = None  # fatal but unconfirmed, or in-progress: the line that would decide it
+    ended: Event | None = None  # fatal: the line where the process ended, when the log shows one
+
+    def failure(self, kind: str) -> FailureClass | None:
+        return next((f for f in self.failures if f.kind == kind), None)
