@@ -46,7 +46,8 @@ class Diagnoser:
     def _start(self, rules: RuleSet) -> None:
         """Fresh reading state (tracker and line scanner) for `rules`."""
         self.tracker = Tracker(rules)
-        self.scanner = LineScanner(rules.gate, self.tracker.process, frames=self.tracker.frames)
+        self.scanner = LineScanner(rules.gate, self.tracker.process, frames=self.tracker.frames,
+                                   gates=rules.gates, needs=self.tracker.needs)
 
     def feed(self, data: bytes) -> None:
         self.scanner.feed(data)

@@ -19,7 +19,7 @@ from tilefit.diagnose.parser import detail_fields
 from tilefit.diagnose.prefixes import peel
 from tilefit.diagnose.rules import RuleSet
 
-CACHE_LINES = 4096  # distinct lines remembered; a cache that fills is emptied and refilled
+CACHE_LINES = 1024  # distinct lines remembered; a cache that fills is emptied and refilled
 _DIGITS = re.compile(r"\d")
 
 Matches = tuple[tuple[Rule, dict[str, str]], ...]

@@ -21,6 +21,8 @@ BENIGN = "benign"    # a failure the program survives by design (a skipped tacti
 ERROR = "error"      # a failure that kills the process unless something later shows it lived on
 FATAL = "fatal"      # the process or run ended (Killed, core dump, non-zero exit, engine died)
 SEVERITIES = (MARKER, BENIGN, ERROR, FATAL)
+SERVING, ACTIVITY = "serving", "activity"   # Rule.tier values
+TIERS = (SERVING, ACTIVITY)
 
 # Marker kinds: what the run was doing.
 READY = "ready"              # the server answers, or the tuner wrote its result
@@ -86,6 +88,10 @@ class Rule:
     gate: bool = True
     body: bool = False  # match the line with its rank/time/level prefix removed
     fields: tuple[tuple[str, Any], ...] = ()  # constant fields added to every event
+    # "" for most rules. "serving" / "activity": lines a busy server prints all the time (served
+    # requests, engine statistics, logger INFO lines). They matter only until they have said what
+    # they can say (ready / at work), so the reader stops gating them then (see RuleSet.gates).
+    tier: str = ""
 
     def __post_init__(self) -> None:
         if self.severity not in SEVERITIES:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilefit.diagnose import events as ev
+from tilefit.diagnose.causes import cause
 from tilefit.diagnose.verdict import FATAL, RECOVERED, Diagnosis, FailureClass
 from tilefit.kernels.base import EXCEEDS_SMEM, FITS
 
@@ -35,7 +36,11 @@ def explain(d: Diagnosis, family_loader: Any = None) -> list[Explanation]:
     arch = _arch(d.arch)
     out: list[Explanation] = []
     if d.verdict == FATAL and d.cause:
-        out.append(_cause(d, arch))
+        def sized(kind: str) -> Explanation | None:
+            fc = d.failure(kind)
+            return _triton_oor(fc, arch, fatal=True, hints=d.hints) if kind == ev.TRITON_OOR and fc else None
+
+        out.append(cause(d, sized))
     elif d.verdict == RECOVERED and d.ready is not None:
         when = f", {d.seconds_to_ready:g} s after the first failure" if d.seconds_to_ready is not None else ""
         out.append(Explanation("recovery", f"every failure before line {d.ready.line} was survived: the "
@@ -47,60 +52,6 @@ def explain(d: Diagnosis, family_loader: Any = None) -> list[Explanation]:
     if oor is not None and d.cause != ev.TRITON_OOR:
         out.append(_triton_oor(oor, arch, fatal=False, hints=d.hints))
     return out
-
-
-# -- the fatal cause ---------------------------------------------------------------------------
-
-def _cause(d: Diagnosis, arch: Any) -> Explanation:
-    kind = d.cause
-    line = d.decisive.line if d.decisive else None
-    phase = f" during {d.phase.rsplit(', line', 1)[0]}" if d.phase else ""
-    fc = d.failure(kind) if kind else None
-    skipped = d.failure(ev.TACTIC_SKIPPED)
-    aside = (f" The {skipped.count} skipped tactics before it were caught by the autotuner and are not "
-             f"the cause." if skipped and kind != ev.TACTIC_SKIPPED else "")
-    if kind == ev.CUDA_OOM:
-        return Explanation(kind, f"the process ran out of GPU memory{phase} (line {line}).{aside}",
-                           "leave more memory outside the KV cache: SGLang --mem-fraction-static lower "
-                           "(e.g. by 0.05) or --cuda-graph-max-bs smaller; vLLM --gpu-memory-utilization "
-                           "lower or --max-num-seqs smaller; or use more GPUs (tilefit plan)")
-    if kind == ev.TRITON_OOR and fc is not None:
-        return _triton_oor(fc, arch, fatal=True, hints=d.hints)
-    if kind == ev.TRITON_CRASH:
-        mlir = d.hints.get("mlir_pass")
-        where = f" in pass {mlir}" if mlir else ""
-        tool = d.hints.get("tool")
-        lost = (" benchmark_moe writes its config file only after every batch size, so nothing was saved."
-                if tool == "benchmark_moe" else "")
-        return Explanation(kind, f"Triton's compiler crashed{where} (line {line}); a crash is not "
-                           f"OutOfResources, so the sweep did not skip the config but ended.{lost}{aside}",
-                           "rerun without that config (or with another Triton version); `tilefit tune` "
-                           "runs each config in an isolated worker (a crash costs only that config) and "
-                           "journals every result as it goes, so a rerun resumes")
-    if kind in (ev.ILLEGAL_INSTRUCTION, ev.ILLEGAL_ACCESS, ev.CUDA_ERROR):
-        return Explanation(kind, f"a kernel faulted{phase} (line {line}); CUDA reports it at the next "
-                           f"synchronising call, so the Python frame shown may not be the faulting kernel."
-                           f"{aside}",
-                           "rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel; if it is an autotuned "
-                           "MoE tactic on SM120 (see FlashInfer issue #4841), pin the default tactic or "
-                           "block the autotuned ones with FLASHINFER_TACTICS_BLOCKLIST")
-    if kind == ev.NCCL:
-        return Explanation(kind, f"a collective failed or timed out (line {line}); other ranks often fail "
-                           f"next, so look at the first rank that failed.{aside}",
-                           "rerun with NCCL_DEBUG=INFO; check that every rank got past the same step")
-    if kind in (ev.CUTLASS_INIT, ev.UNSUPPORTED_TILE):
-        return Explanation(kind, f"a CUTLASS tile failure was not caught by an autotuner and ended the "
-                           f"process (line {line}); see the tile explanations below",
-                           "let the autotuner run (it skips such tactics) or choose a tile that fits")
-    text = d.decisive.text[:160] if d.decisive else ""
-    what = {ev.KILLED: "the process was killed (often the kernel's OOM killer: host memory)",
-            ev.CRASHED: "the process crashed (segfault or abort)",
-            ev.ENGINE_DIED: "the engine process died",
-            ev.EXIT: "the process exited with a non-zero code",
-            ev.EXCEPTION: "an uncaught Python exception ended the process"}.get(kind or "", kind or "")
-    return Explanation(kind or "fatal", f"{what} (line {line}): {text}.{aside}",
-                       "read the lines just before the decisive line; the first error there is the cause"
-                       if kind in (ev.KILLED, ev.ENGINE_DIED, ev.EXIT) else "")
 
 
 # -- Triton OutOfResources -----------------------------------------------------------------------
@@ -160,7 +111,14 @@ def _tiles(d: Diagnosis, arch: Any, classes: list[FailureClass], family_loader: 
             fields.setdefault(k, v)
     counts = ", ".join(f"{fc.count} {fc.kind}" for fc in classes)
     out: list[Explanation] = []
-    if not tiles:
+    tactic_ids = [t for fc in classes for t in fc.tactics if t.lstrip("-").isdigit()]
+    if not tiles and tactic_ids and arch is not None:
+        # FlashInfer <= 0.6.7 names only the tactic id: the tactic list of the FlashInfer version
+        # the log printed (or the newest catalogued) says which tile and fusion that id is.
+        found = _tactics_by_id(d, arch, fields, tactic_ids, family_loader)
+        out.extend(found[0])
+        finalize.update(found[1])
+    elif not tiles:
         how = ("rerun with TLLM_LOG_LEVEL=DEBUG (the warning says so) to see the exceptions"
                if d.engine == "trtllm" else
                "FlashInfer >= 0.6.8 logs each failed tactic only at DEBUG level; rerun with FlashInfer's "
@@ -187,6 +145,61 @@ def _tiles(d: Diagnosis, arch: Any, classes: list[FailureClass], family_loader: 
     return out
 
 
+def _flashinfer_version(d: Diagnosis) -> tuple[str | None, str]:
+    """(the FlashInfer version the log printed or None, how to say which version was used)."""
+    from tilefit.kernels.flashinfer_cutlass.catalog import latest_version
+
+    versions = d.hints.get("versions") or {}
+    printed = versions.get("flashinfer") if isinstance(versions, dict) else None
+    if printed:
+        return printed, f"FlashInfer {printed} (from the log)"
+    return None, f"FlashInfer {latest_version()} assumed (the log prints no version; tactic ids are per version)"
+
+
+def _tactics_by_id(d: Diagnosis, arch: Any, fields: dict[str, Any], ids: list[str], family_loader: Any
+                   ) -> tuple[list[Explanation], set[str]]:
+    """Explanations for failed tactic ids: the tile, fusion and bytes vs limit of each."""
+    family, problem = _family(family_loader)
+    if family is None:
+        return [Explanation("tactics", f"fit engine for {CUTLASS_FAMILY} not available: {problem}")], set()
+    version, said = _flashinfer_version(d)
+    try:
+        dtype = _dtype(family, arch, fields.get("dtype_hint"))
+        try:
+            listed = family.configs(arch, dtype, flashinfer=version)
+        except Exception:  # a version the catalog does not know: the newest list, said so
+            version, said = None, f"FlashInfer {version} is not catalogued; its newest list assumed"
+            listed = family.configs(arch, dtype)
+        by_id = {t.tactic_id: t for t in listed if getattr(t, "tactic_id", None) is not None}
+    except Exception as e:  # the fit engine is someone else's code: report, never fail the diagnosis
+        return [Explanation("tactics", f"could not size these tactics: {_reason(e)}")], set()
+    out: list[Explanation] = []
+    finalize: set[str] = set()
+    dtype_note = "" if fields.get("dtype_hint") else f", {dtype} assumed"
+    for tid in list(dict.fromkeys(ids))[:MAX_TILES]:
+        t = by_id.get(int(tid))
+        if t is None:
+            out.append(Explanation(f"tactic {tid}", f"{said} lists no tactic {tid} for {dtype} on {arch.name}"))
+            continue
+        if t.fusion == "finalize":
+            finalize.add(t.tile_text)
+        try:
+            v = family.verdict(t, arch, dtype, flashinfer=version)
+            fp = v.footprint
+            if fp is None:
+                finding = f"{t.label()} ({dtype}) on {arch.name}: {v.status}: {v.reason}"
+            else:
+                finding = (f"{t.label()} ({dtype}) on {arch.name} {'fits' if v.fits else 'does NOT fit'}: "
+                           f"needs {fp.total:,} B vs limit {v.limit:,} B")
+                if v.fits:
+                    finding += ("; it fits, so it failed for another reason, or this id is another tile in the "
+                                "FlashInfer version that wrote the log")
+        except Exception as e:
+            finding = f"{t.label()}: could not size this tile: {_reason(e)}"
+        out.append(Explanation(f"tactic {tid}", f"{finding} ({said}{dtype_note})"))
+    return out, finalize
+
+
 def _family(loader: Any) -> tuple[Any, str]:
     try:
         if loader is not None:
@@ -195,7 +208,7 @@ def _family(loader: Any) -> tuple[Any, str]:
 
         return get_family(CUTLASS_FAMILY), ""
     except Exception as e:  # any failure to load is reported, never raised
-        return None, f"{type(e).__name__}: {e}"
+        return None, _reason(e)
 
 
 def _size_tile(family: Any, tile: str, arch: Any, fields: dict[str, Any], finalize: bool) -> Explanation:
@@ -238,7 +251,7 @@ def _size_tile(family: Any, tile: str, arch: Any, fields: dict[str, Any], finali
                         "model error: `tilefit fit --verify` compiles it)")
         return Explanation(about, finding)
     except Exception as e:  # the fit engine is someone else's code: report, never fail the diagnosis
-        return Explanation(about, f"fit engine for {CUTLASS_FAMILY} could not size it: {type(e).__name__}: {e}")
+        return Explanation(about, f"could not size this tile: {_reason(e)}")
 
 
 def _undispatched_versions(arch: str, dtype: str, tile_bytes: str) -> list[tuple[str, str | None]]:
@@ -303,9 +316,17 @@ def _tile_remedy(d: Diagnosis, fields: dict[str, Any]) -> str:
                  f"`tilefit fit --family {CUTLASS_FAMILY} --emit-blocklist` prints the tactics predicted to "
                  "fail"]
     if fields.get("finalize") or fields.get("finalize_tiles") or fields.get("gemm") == "gemm2":
-        switch = _finalize_switch(d.engine)
-        if switch:
-            steps.append(f"the fused-finalize GEMM2 epilogue needs more shared memory: {switch} turns it off")
+        from tilefit.engines import engine_names
+
+        servers = [d.engine] if d.engine in engine_names() else \
+            [e for e in getattr(d, "components", []) if e in engine_names()]
+        if servers:
+            switches = [s for s in map(_finalize_switch, servers) if s]
+        else:  # a library log with no server named: the servers' switches
+            switches = [f"{e}: {s}" for e in engine_names() if (s := _finalize_switch(e))]
+        if switches:
+            steps.append("FINALIZE tactics failed: the fused-finalize GEMM2 epilogue needs more shared memory; "
+                         f"{' / '.join(dict.fromkeys(switches))} turns it off")
     return "; ".join(steps)
 
 
@@ -328,6 +349,12 @@ def _arch(name: str | None) -> Any:
         return get_arch(name)
     except Exception:
         return None
+
+
+def _reason(e: Exception) -> str:
+    """A fit engine's error as a reason for people: its message, never a Python class name."""
+    text = " ".join(str(e).split()) or "no reason given"
+    return text[:300]
 
 
 def _int(v: Any) -> int | None:

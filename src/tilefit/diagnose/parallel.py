@@ -18,7 +18,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from tilefit.diagnose.analyze import LineReader
-from tilefit.diagnose.events import Rule
+from tilefit.diagnose.events import TIERS, Rule
 from tilefit.diagnose.parser import MAX_LINE, LineScanner, is_backtrace_frame
 from tilefit.diagnose.rules import RuleSet
 
@@ -48,10 +48,22 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     """Lines starting in [start, stop): their count, and the records this piece owes the tracker."""
     reader = _reader(rules)
     records: list[Record] = []
+    # Weak-tier lines (Rule.tier) change the tracker's state only the first time after an ordinary
+    # gated line (a served request makes the server ready; once ready nothing more is learnt until
+    # the next error), so a worker sends the first of each tier after each ordinary line.
+    sent: set[str] = set()
+
+    def needs() -> tuple[str, ...]:
+        return tuple(t for t in TIERS if t not in sent)
 
     def collect(line: int, segments: list[str], gated: bool) -> int:
         if gated:  # every gated line may open a window: send its frames, the tracker decides
-            records.append((line, GATED, (segments, [reader.pack(t) for t in segments])))
+            tiers = _tiers(segments)
+            if tiers:
+                sent.update(tiers)
+            else:
+                sent.clear()
+            records.append((line, GATED, (segments, [reader.pack(t) for t in segments], tiers)))
             return detail_lines
         # Frames right after a gated line (or at the top of the piece: the previous piece's gated
         # line may own them); the first other line ends the run.
@@ -64,10 +76,18 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
 
     def frames(first: int, texts: list[str]) -> None:
         details = reader.details
-        records.append((first, RUN, (len(texts), [(i, d) for i, d in enumerate(map(details, texts)) if d],
-                                     [(i, t) for i, t in enumerate(texts) if needle(t)])))
+        gated = [(i, t, _tiers([t])) for i, t in enumerate(texts) if needle(t)]
+        if any(not tiers for _, _, tiers in gated):
+            sent.clear()
+        records.append((first, RUN, (len(texts), [(i, d) for i, d in enumerate(map(details, texts)) if d], gated)))
 
-    scanner = LineScanner(reader.rules.gate, collect, max_line=max_line, frames=frames)
+    def _tiers(segments: list[str]) -> tuple[str, ...]:
+        """The weak tiers a gated line holds only (see Rule.tier); () when an ordinary needle."""
+        found = [reader.rules.weak_tiers(t) for t in segments]
+        return () if any(not f for f in found) else tuple(sorted({x for f in found for x in f}))
+
+    scanner = LineScanner(reader.rules.gate, collect, max_line=max_line, frames=frames,
+                          gates=reader.rules.gates, needs=needs)
     scanner.open_window(detail_lines)  # leading frames may continue the previous piece's backtrace
     with open(path, "rb") as f:
         pos = 0 if start == 0 else _first_line_start(f, start, stop)
@@ -124,7 +144,15 @@ class _Replay:
         if line > self.last + 1:
             self.window_until = 0
 
-    def gated(self, line: int, segments: list[str], packed: list[Any] | None) -> None:
+    def gated(self, line: int, segments: list[str], packed: list[Any] | None, tiers: tuple[str, ...] = ()
+              ) -> None:
+        inside = line == self.last + 1 and line <= self.window_until
+        if tiers and not set(tiers) & set(self.tracker.needs()):
+            # The serial reader's gate no longer holds these needles (Tracker.needs): outside a
+            # window it skips the line, inside one it hands it over as an ungated line.
+            if inside:
+                self.frame(line, segments)
+            return
         self._gap(line)
         want = self.tracker.process(line, segments, True, packed)
         if want > 0:
@@ -141,7 +169,7 @@ class _Replay:
             self.last = line
 
     def run(self, first: int, count: int, found: list[tuple[int, dict[str, Any]]],
-            gated: list[tuple[int, str]]) -> None:
+            gated: list[tuple[int, str, tuple[str, ...]]]) -> None:
         self._gap(first)
         inside = 0
         if first <= self.window_until and first == self.last + 1:
@@ -152,14 +180,14 @@ class _Replay:
             return
         # Past the window the serial scanner reads these one by one: only gated ones count (and one
         # may open a new window that takes the frames after it).
-        texts = dict(gated)
+        texts = {i: (t, tiers) for i, t, tiers in gated}
         for i in range(inside, count):
             line = first + i
             if line <= self.window_until and line == self.last + 1:
                 self.tracker.frame_details(line, [(0, d) for j, d in found if j == i])
                 self.last = line
             elif i in texts:
-                self.gated(line, [texts[i]], None)
+                self.gated(line, [texts[i][0]], None, texts[i][1])
 
 
 def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate: Any = None,
@@ -184,7 +212,7 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
             for local, kind, payload in records:
                 line = base + local
                 if kind == GATED:
-                    replay.gated(line, payload[0], payload[1])
+                    replay.gated(line, *payload)
                 elif kind == FRAME:
                     replay.frame(line, payload)
                 else:

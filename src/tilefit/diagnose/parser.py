@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from tilefit.diagnose.prefixes import strip_prefix
 
@@ -56,10 +57,16 @@ class LineScanner:
     a needle or it falls inside a window."""
 
     def __init__(self, gate: re.Pattern[bytes], process: Processor, *, max_line: int = MAX_LINE,
-                 frames: FrameSink | None = None):
-        self.gate = gate
+                 frames: FrameSink | None = None, gates: dict[Any, re.Pattern[bytes]] | None = None,
+                 needs: Callable[[], Any] | None = None):
+        self.gate = gate          # every needle
         self.process = process
         self.frames = frames
+        # Outside windows the processor may need fewer needles (RuleSet.gates, Tracker.needs).
+        self._gates, self._needs = gates, needs
+        self._search = gate.search
+        self._needed = None
+        self._regate()
         self.max_line = max_line
         self._half = max_line // 2
         self.lines = 0           # complete lines consumed so far
@@ -123,10 +130,16 @@ class LineScanner:
         self._carry, self._tail, self._skipping = b"", b"", False
         self._clipped(clipped)
 
+    def _regate(self) -> None:
+        if self._needs is not None and self._gates is not None:
+            needed = self._needs()
+            if needed != self._needed:
+                self._needed, self._search = needed, self._gates[needed].search
+
     def _clipped(self, clipped: bytes) -> None:
         """An over-long line, already cut to head + tail: it matters only when the cut text holds a
         needle or a window is open."""
-        hit = self.gate.search(clipped)
+        hit = self._search(clipped)
         if hit is None and self._window <= 0:
             self.lines += 1
             return
@@ -144,8 +157,9 @@ class LineScanner:
     def _scan(self, buf: bytes, end: int) -> None:
         """Process the complete lines buf[:end+1] (buf[end] is the last LF)."""
         pos = 0
-        search = self.gate.search
         while pos <= end:
+            if self._needs is not None:
+                self._regate()
             if self._window > 0:
                 if self.frames is not None:
                     run = FRAME_RUN.match(buf, pos, end + 1)
@@ -157,10 +171,10 @@ class LineScanner:
                     self._line(buf, pos, nl)
                 else:
                     self._window -= 1
-                    self._emit(buf, pos, nl, gated=search(buf, pos, nl) is not None)
+                    self._emit(buf, pos, nl, gated=self._search(buf, pos, nl) is not None)
                 pos = nl + 1
                 continue
-            m = search(buf, pos, end)
+            m = self._search(buf, pos, end)
             if m is None:
                 self.lines += buf.count(b"\n", pos, end + 1)
                 return

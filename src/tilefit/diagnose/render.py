@@ -66,6 +66,9 @@ def human(d: Diagnosis, source: str | None = None) -> str:
     facts.append(f"arch: {d.arch or 'unknown'}" + (f" ({d.arch_source})" if d.arch and d.arch_source else ""))
     if d.gpu:
         facts.append(f"gpu: {d.gpu}")
+    versions = d.hints.get("versions")
+    if isinstance(versions, dict) and versions:
+        facts.append("versions: " + ", ".join(f"{k} {v}" for k, v in sorted(versions.items())))
     facts.append(f"{d.lines:,} lines")
     lines = [head, "  ".join(facts)]
     if source:
@@ -83,7 +86,7 @@ def human(d: Diagnosis, source: str | None = None) -> str:
         label = {"fatal": "decisive line", "in-progress": "last progress"}.get(d.verdict, "ready line")
         lines.append(f"{label} {d.decisive.line}: {_clip(d.decisive.text)}")
     if d.ended is not None and d.ended is not d.decisive:
-        lines.append(f"process ended at line {d.ended.line}: {_clip(d.ended.text)}")
+        lines.append(f"process end line {d.ended.line}: {_clip(d.ended.text)}")
     if d.settle:
         lines.append(f"to settle it: {d.settle}")
     if d.ready is not None and d.decisive is not d.ready:

@@ -53,9 +53,11 @@ class Tracker:
         self.rules = rules
         self.reader = LineReader(rules)
         self.classes: dict[str, FailureClass] = {}
-        self.engines: dict[str, int] = {}
+        self.engines: dict[str, int] = {}    # engines whose rule decided a line
+        self.also: set[str] = set()           # engines whose rules matched too (quoted errors)
         self.arch_votes: dict[str, int] = {}
         self.hints: dict[str, Any] = {}
+        self.versions: dict[str, str] = {}   # tool -> version the log printed (first seen)
         # unresolved errors: the first per kind and rank, and how many failures it stands for
         self.pending: dict[tuple[str, str | None], list[Any]] = {}
         self.fatal: dict[str, Event] = {}                       # process-end lines since the last ready
@@ -70,6 +72,15 @@ class Tracker:
         self.first_failure_time: float | None = None
         self.first_failure_line: int | None = None
         self.seen = 0
+
+    def needs(self) -> tuple[str, ...]:
+        """The weak tiers of lines (Rule.tier) that could still change the verdict: serving lines
+        until the server is ready with no unresolved error after that, an engine logger's activity
+        until one such line was seen."""
+        serving = self.ready is None or bool(self.pending) or bool(self.fatal)
+        if serving:
+            return (ev.SERVING,) if self.activity else (ev.SERVING, ev.ACTIVITY)
+        return () if self.activity else (ev.ACTIVITY,)
 
     # -- the parser callback ----------------------------------------------------------------
     def process(self, line: int, segments: list[str], gated: bool = True, packed: list[Any] | None = None
@@ -112,6 +123,8 @@ class Tracker:
                 self._attach(line, self._details(text))
             return 0
         body, rank, when, matches, found = info
+        if rank is not None and rank.startswith(_VLLM_PROCS):
+            self._count_engine("vllm")  # vLLM's own process tags name the engine
         if when is not None:
             self.last_time = when
         details = self._vote(found) if (matches or self.open or self.traceback) else {}
@@ -136,6 +149,8 @@ class Tracker:
                 want = max(want, r.window)
         # The reader's cached tuple when every match is a failure (see _shape); a fresh list else.
         failures = [(r, f) for r, f in matches if r.kind not in _MARKER_KINDS] if mixed else matches
+        if failures and _is_source(body, self.traceback is not None):
+            failures = ()  # a traceback quoting the code that raised: the exception line follows
         if failures:
             e = self._merge(line, text, body, rank, when, failures, details)
             if e is not None:
@@ -177,11 +192,19 @@ class Tracker:
                 self._survived(*self.pending.pop(key))
         elif e.kind == ev.TRACEBACK:
             self.traceback = e
+        elif e.kind == ev.HINT and e.fields.get("tool"):
+            tool = str(e.fields["tool"]).lower().replace(" ", "-").replace("_", "-")
+            tool = "tensorrt-llm" if tool.startswith("tensorrt") else tool
+            self.versions.setdefault(tool, str(e.fields.get("version")))
         elif e.kind == ev.HINT:
             hint = e.fields.get("hint", e.rule)
             self.hints.setdefault(hint, {k: v for k, v in e.fields.items() if k != "hint"} or True)
             if e.fields.get("mlir_pass"):
                 self.hints["mlir_pass"] = e.fields["mlir_pass"]
+        if e.fields.get("vllm_version"):
+            self.versions.setdefault("vllm", str(e.fields["vllm_version"]))
+        if e.fields.get("trtllm_version"):
+            self.versions.setdefault("tensorrt-llm", str(e.fields["trtllm_version"]))
         if e.fields.get("device"):
             self.hints.setdefault("device", e.fields["device"])
 
@@ -216,8 +239,10 @@ class Tracker:
             return None
         e = Event(line, kind, ev.BENIGN if skipped else severity, rule.engine, rule.name, text.strip(),
                   rank, when if when is not None else self.last_time, dict(fields), caught=skipped)
-        for r, _ in matches:
-            self._count_engine(r.engine)
+        # A line's engine is its deciding rule's: a FlashInfer autotuner line that quotes a
+        # TensorRT-LLM C++ error is FlashInfer's (its MoE kernels are TensorRT-LLM's, inside it).
+        self._count_engine(rule.engine)
+        self.also.update(r.engine for r, _ in matches)
         if details:
             for key in ("arch", "dtype_hint", "finalize", "gemm"):
                 if key in details:
@@ -341,13 +366,17 @@ class Tracker:
         if arch is None and self.arch_votes:
             arch = max(self.arch_votes, key=lambda a: (self.arch_votes[a], a))
             arch_source = "log"
-        seen = [e for e in ENGINE_RANK if e in self.engines]
-        engine = next((e for e in seen if e != "generic"), "generic" if seen else None)
+        seen = [e for e in ENGINE_RANK if e in self.engines or e in self.also]
+        engine = next((e for e in ENGINE_RANK if e in self.engines and e != "generic"),
+                      next((e for e in seen if e != "generic"), "generic" if seen else None))
+        hints = dict(self.hints)
+        if self.versions:
+            hints["versions"] = dict(self.versions)
         return Diagnosis(
             verdict=verdict, engine=engine, components=[e for e in seen if e not in (engine, "generic")],
             arch=arch, arch_source=arch_source, gpu=gpu, failures=failures, decisive=decisive,
             cause=cause, confirmed=confirmed, ready=self.ready, phase=_phase(self.progress),
-            seconds_to_ready=seconds, lines=lines, bytes=nbytes, hints=dict(self.hints), settle=settle,
+            seconds_to_ready=seconds, lines=lines, bytes=nbytes, hints=hints, settle=settle,
             ended=min(ended, key=lambda e: e.line) if ended else None,
         )
 
@@ -377,10 +406,11 @@ def _shape(matches: Any) -> tuple[str, str, Rule, dict[str, Any], bool]:
         named = [k for k in kinds if k != ev.EXCEPTION] or kinds
         kind = min(named, key=_specificity)
     severity = max((r.severity for r, _ in matches), key=_SEVERITY.__getitem__)
-    rule = min(matches, key=lambda m: _specificity(m[0].kind))[0]
+    rule = next(r for r, _ in matches if r.kind == ev.TACTIC_SKIPPED) if skipped else \
+        min(matches, key=lambda m: _specificity(m[0].kind))[0]
     shape = (kind, severity, rule, fields, skipped)
     if isinstance(matches, tuple):
-        if len(_SHAPES) >= 4096:
+        if len(_SHAPES) >= 1024:
             _SHAPES.clear()
         _SHAPES[id(matches)] = (matches, shape)
     return shape
@@ -388,6 +418,16 @@ def _shape(matches: Any) -> tuple[str, str, Rule, dict[str, Any], bool]:
 
 # Counted and shown, but a ready log with only these is healthy: "no valid GEMM config" warnings.
 _NOT_FAILURES = (ev.NO_CONFIG,)
+
+
+# vLLM's process names in its "(Name pid=N)" tags (vLLM 0.11.0: v1/engine/core.py, multiproc_executor.py).
+_VLLM_PROCS = ("EngineCore", "VllmWorker", "Worker_", "APIServer", "VllmWorkerProcess")
+
+
+def _is_source(body: str, in_traceback: bool) -> bool:
+    """A line of source code a traceback quotes ('    raise RuntimeError("NCCL error: ...")'):
+    indented by four inside a traceback, or a raise statement anywhere."""
+    return (in_traceback and body.startswith("    ")) or body.lstrip().startswith("raise ")
 
 
 def _cause_kind(e: Event) -> str:

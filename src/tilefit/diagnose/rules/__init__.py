@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from itertools import combinations
 from functools import lru_cache
 
-from tilefit.diagnose.events import DETAIL_LINES, CompiledRule, Rule
+from tilefit.diagnose.events import DETAIL_LINES, TIERS, CompiledRule, Rule
 from tilefit.diagnose.rules import cutlass, flashinfer, generic, sglang, trtllm, triton, vllm
 
 ENGINE_MODULES = (sglang, vllm, trtllm, flashinfer, triton, cutlass, generic)
@@ -22,6 +23,11 @@ ENGINE_RANK = ("sglang", "vllm", "trtllm", "triton", "flashinfer", "cutlass", "g
 
 def all_rules() -> tuple[Rule, ...]:
     return tuple(r for m in ENGINE_MODULES for r in m.RULES)
+
+
+def _reduce(needles: list[bytes]) -> list[bytes]:
+    """A needle that contains another needle adds nothing to a gate."""
+    return [n for n in needles if not any(o != n and o in n for o in needles)]
 
 
 def _trie_pattern(needles: list[bytes]) -> bytes:
@@ -49,17 +55,27 @@ class RuleSet:
             raise ValueError(f"rule windows wider than {DETAIL_LINES} lines: {too_wide}")
         self.rules = tuple(CompiledRule(r, re.compile(r.pattern) if r.pattern else None) for r in rules)
         self.index = {id(cr.rule): i for i, cr in enumerate(self.rules)}  # rule -> its position
-        needles = [r.needle.encode() for r in rules if r.gate]
-        # A needle that contains another needle adds nothing to the gate.
-        needles = [n for n in needles if not any(o != n and o in n for o in needles)]
+        needles = _reduce([r.needle.encode() for r in rules if r.gate])
         self.gate = re.compile(_trie_pattern(needles))
         self.needles = tuple(sorted(set(needles)))
+        # The gate without the needles of weak tiers a reader no longer needs, per set of tiers
+        # still needed (see Rule.tier): a serving log costs no Python work per served request.
+        self.gates: dict[tuple[str, ...], re.Pattern[bytes]] = {}
+        for k in range(len(TIERS) + 1):
+            for keep in combinations(TIERS, k):
+                kept = _reduce([r.needle.encode() for r in rules if r.gate and (not r.tier or r.tier in keep)])
+                self.gates[keep] = re.compile(_trie_pattern(kept)) if kept else re.compile(b"(?!)")
         # Per line: which gate needles occur, then only the rules holding them. (findall does not
         # report a needle that starts inside another's match; no two gate needles overlap so.)
         texts = [n.decode() for n in self.needles]
         self._find = re.compile(self.gate.pattern.decode())
         self._by_needle: dict[str, tuple[int, ...]] = {
             t: tuple(i for i, cr in enumerate(self.rules) if cr.rule.gate and t in cr.rule.needle) for t in texts}
+
+    def weak_tiers(self, text: str) -> tuple[str, ...]:
+        """() when a line holds a needle of an ordinary rule; else the weak tiers whose needles it holds."""
+        tiers = {self.rules[i].rule.tier for i in self.candidates(text)}
+        return () if "" in tiers or not tiers else tuple(sorted(tiers))
 
     def needle_in(self, text: str) -> bool:
         """Whether any gate needle occurs in `text` (the byte gate's verdict on a decoded line)."""

@@ -12,9 +12,9 @@ Patterns match the stable part of a line: pasted logs are often cut mid-line.
 from __future__ import annotations
 
 from tilefit.diagnose.events import (
-    ASSERTION, BENIGN, CRASHED, CUDA_ERROR, CUDA_OOM, ENGINE_DIED, ERROR, EXCEPTION, EXIT, FATAL,
+    ASSERTION, BENIGN, CRASHED, CUDA_ERROR, CUDA_OOM, ENGINE_DIED, ERROR, EXCEPTION, EXIT, FATAL, HINT,
     ILLEGAL_ACCESS, ILLEGAL_INSTRUCTION, KILLED, LOGGED_ERROR, MARKER, NCCL, PROGRESS, READY, TRACEBACK,
-    UNCAUGHT, Rule,
+    SERVING, UNCAUGHT, Rule,
 )
 
 E = "generic"
@@ -24,6 +24,10 @@ E = "generic"
 _ALLOC = r"Tried to allocate (?P<alloc>\d{1,9}(?:\.\d{1,4})? [KMGT]iB)|$"  # size of a CUDA OOM
 _EXC = (r"^(?P<exc>(?:[A-Za-z_]\w{0,80}\.){0,8}(?:[A-Za-z_]\w{0,80})?(?:Error|Exception|Exit|Interrupt|"
         r"Failure))(?::\s{0,4}(?P<error>.{0,400}))?$")
+
+_VERSION = (r"(?i:(?P<tool>flashinfer|sglang|vllm|tensorrt[-_ ]?llm|triton|cuda))(?:[-_]python)?"
+            r"(?: API server)? (?i:version)[: =]{1,3}v?(?P<version>\d{1,3}\.\d{1,3}(?:\.\d{1,4})?"
+            r"(?:[.+-]?(?:post|rc|dev|a|b)\d{1,4})?)")
 
 RULES = (
     Rule("traceback", E, TRACEBACK, MARKER, "Traceback (most recent call last)",
@@ -35,12 +39,12 @@ RULES = (
          "Exception: Capture cuda graph failed", pattern=_EXC, body=True),
     # Python prints an uncaught exception's traceback from the outermost frame: the interpreter's
     # (runpy's _run_module_as_main, a script's <module>) or a multiprocessing child's _bootstrap.
-    Rule("uncaught-main", E, UNCAUGHT, FATAL, "in _run_module_as_main",
+    Rule("uncaught-main", E, UNCAUGHT, FATAL, "_run_module_as_main",
          '  File "/usr/lib/python3.10/runpy.py", line 196, in _run_module_as_main'),
-    Rule("uncaught-script", E, UNCAUGHT, FATAL, "in <module>",
+    Rule("uncaught-script", E, UNCAUGHT, FATAL, "<module>",
          '(APIServer pid=161582)   File "/venv/bin/vllm", line 10, in <module>',
          pattern=r"^\s{0,8}File \"[^\"]{1,400}\", line \d{1,7}, in <module>$", body=True),
-    Rule("uncaught-child", E, UNCAUGHT, FATAL, "in _bootstrap",
+    Rule("uncaught-child", E, UNCAUGHT, FATAL, "_bootstrap",
          '(EngineCore pid=77)   File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
          pattern=r"multiprocessing[/\\]process\.py\", line \d{1,6}, in _bootstrap$"),
     Rule("torch-oom", E, CUDA_OOM, ERROR, "OutOfMemory",
@@ -49,16 +53,25 @@ RULES = (
          pattern=_ALLOC),
     # "CUDA out of memory", "CUDA error: out of memory", "CUDA driver error: out of memory",
     # "cudaErrorMemoryAllocation: out of memory"
-    Rule("out-of-memory", E, CUDA_OOM, ERROR, "out of memory",
-         "RuntimeError: CUDA driver error: out of memory",
-         pattern=r"(?i:cuda|driver|gpu|device)[\w ]{0,16}:? {0,2}out of memory|cudaErrorMemoryAllocation"),
+    Rule("driver-oom", E, CUDA_OOM, ERROR, "CUDA driver error: out of memory",
+         "RuntimeError: CUDA driver error: out of memory"),
+    Rule("alloc-enum", E, CUDA_OOM, ERROR, "ErrorMemoryAllocation",
+         "RuntimeError: CUDA runtime error: cudaErrorMemoryAllocation: out of memory"),
     Rule("cuda-oom-text", E, CUDA_OOM, ERROR, "CUDA out of memory",
          "CUDA out of memory. Tried to allocate 512.00 MiB", pattern=_ALLOC),
-    Rule("illegal-access", E, ILLEGAL_ACCESS, ERROR, "illegal memory access",
+    # Needles start with a capital: the chunk gate stops at each occurrence of a needle's first
+    # byte, and lowercase letters are everywhere in a log.
+    Rule("illegal-access", E, ILLEGAL_ACCESS, ERROR, "CUDA error: an illegal memory access",
          "RuntimeError: CUDA error: an illegal memory access was encountered"),
+    Rule("illegal-access-runtime", E, ILLEGAL_ACCESS, ERROR, "CUDA runtime error",
+         "[TensorRT-LLM][ERROR] CUDA runtime error in cudaMemsetAsync(ptr, 0x0, size, stream): an illegal "
+         "memory access was encountered", pattern=r"illegal memory access"),
+    Rule("illegal-instruction-runtime", E, ILLEGAL_INSTRUCTION, ERROR, "CUDA runtime error",
+         "[TensorRT-LLM][ERROR] CUDA runtime error in cudaStreamSynchronize(stream): an illegal instruction "
+         "was encountered", pattern=r"illegal instruction"),
     Rule("illegal-address-enum", E, ILLEGAL_ACCESS, ERROR, "ErrorIllegalAddress",
          "Failed: Cuda error /workspace/csrc/moe.cu:123 'cudaErrorIllegalAddress'"),
-    Rule("illegal-instruction", E, ILLEGAL_INSTRUCTION, ERROR, "illegal instruction",
+    Rule("illegal-instruction", E, ILLEGAL_INSTRUCTION, ERROR, "CUDA error: an illegal instruction",
          "torch.AcceleratorError: CUDA error: an illegal instruction was encountered"),
     Rule("illegal-instruction-enum", E, ILLEGAL_INSTRUCTION, ERROR, "ErrorIllegalInstruction",
          "CUDA runtime error: cudaErrorIllegalInstruction at moe_kernels.cu:910"),
@@ -67,8 +80,8 @@ RULES = (
     Rule("cuda-error", E, CUDA_ERROR, ERROR, "CUDA error: ",
          "RuntimeError: CUDA error: unspecified launch failure",
          pattern=r"CUDA error: (?P<error>[^.\n]{0,200})"),
-    Rule("misaligned", E, CUDA_ERROR, ERROR, "misaligned address",
-         "RuntimeError: CUDA error: misaligned address"),
+    Rule("misaligned", E, CUDA_ERROR, ERROR, "ErrorMisalignedAddress",
+         "CUDA runtime error: cudaErrorMisalignedAddress at moe_kernels.cu:910"),
     Rule("accelerator-error", E, CUDA_ERROR, ERROR, "AcceleratorError",
          "torch.AcceleratorError: CUDA error: device-side assert triggered"),
     Rule("nccl-error", E, NCCL, ERROR, "NCCL error",
@@ -86,21 +99,22 @@ RULES = (
     Rule("oom-killer", E, KILLED, FATAL, "Killed",
          "/bin/bash: line 1:  2291 Killed                  python3 -m sglang.launch_server",
          pattern=r"^\s*Killed\s*$|(?<!\d)\d{1,9} Killed  |Killed process \d|^Killed\b"),
+    Rule("actor-died", E, ENGINE_DIED, FATAL, "ActorDiedError",
+         "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task."),
     Rule("sigkill", E, KILLED, FATAL, "SIGKILL",
          "torch.distributed.elastic.multiprocessing.api:[WARNING] Sending process 2291 closing signal SIGKILL",
          pattern=r"\bSIGKILL\b|status=9/KILL|code=killed"),
-    Rule("systemd-killed", E, KILLED, FATAL, "code=killed",
+    Rule("systemd-killed", E, KILLED, FATAL, "=killed",
          "systemd[1]: vllm.service: Main process exited, code=killed, status=9/KILL"),
-    # vLLM's "EngineCore failed to start." / "WorkerProc failed to start.", systemd's "Failed to start
-    # x.service", a supervisor's "vllm-server failed to start within timeout".
-    Rule("failed-to-start", E, ENGINE_DIED, FATAL, "ailed to start",
-         "Failed to start vllm.service - vLLM OpenAI server.", pattern=r"\b[Ff]ailed to start\b"),
+    # systemd's "Failed to start x.service" (vLLM's "EngineCore failed to start." is in vllm.py).
+    Rule("failed-to-start", E, ENGINE_DIED, FATAL, "Failed to start",
+         "Failed to start vllm.service - vLLM OpenAI server.", pattern=r"\bFailed to start\b"),
     Rule("segfault", E, CRASHED, FATAL, "Segmentation fault",
          "Segmentation fault (core dumped)"),
     Rule("signal", E, CRASHED, FATAL, "SIG",
          "*** SIGSEGV (@0x0) received by PID 4123 (TID 0x7f3c) from PID 0; stack trace: ***",
          pattern=r"\bSIG(?:SEGV|ABRT|BUS|FPE|ILL)\b"),
-    Rule("core-dumped", E, CRASHED, FATAL, "core dumped",
+    Rule("core-dumped", E, CRASHED, FATAL, "(core dumped)",
          "Aborted (core dumped)"),
     Rule("aborted", E, CRASHED, FATAL, "Aborted",
          "Aborted", pattern=r"(?:^|\s)Aborted(?: \(core dumped\))?\s{0,8}$"),
@@ -135,7 +149,15 @@ RULES = (
     Rule("http-served", E, READY, MARKER, " HTTP/1.",
          '[2025-10-06 20:09:07] INFO:     127.0.0.1:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
          pattern=r'"(?:GET|POST|PUT|DELETE|HEAD|OPTIONS|PATCH) /\S{0,300} HTTP/1\.[01]" \d{3}',
-         fields=(("phase", "serving"),)),
+         fields=(("phase", "serving"),), tier=SERVING),
+    # Versions a log prints ("FlashInfer version: 0.6.8", "vLLM API server version 0.11.0", "CUDA
+    # Version: 12.8", "TensorRT-LLM version: 0.20.0"): tactic ids and kernel lists are per version.
+    Rule("version", E, HINT, MARKER, "version",
+         "(APIServer pid=4000) INFO 10-06 20:01:02 [api_server.py:1839] vLLM API server version 0.11.0",
+         pattern=_VERSION, fields=(("hint", "version"),)),
+    Rule("version-uc", E, HINT, MARKER, "Version",
+         "| NVIDIA-SMI 570.86.15    Driver Version: 570.86.15    CUDA Version: 12.8     |",
+         pattern=_VERSION, fields=(("hint", "version"),)),
     Rule("autotune-process", E, PROGRESS, MARKER, "Autotuning process ",
          "2025-10-06 20:04:05,002 - INFO - autotuner.py:262 - flashinfer.jit: [Autotuner]: Autotuning "
          "process starts ...", pattern=r"Autotuning process (?P<step>starts|ends)",

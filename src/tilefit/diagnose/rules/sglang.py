@@ -9,7 +9,7 @@ Only `The server is fired up and ready to roll!` means ready: uvicorn's lines co
 from __future__ import annotations
 
 from tilefit.diagnose.events import (
-    CUDA_OOM, DEVICE_NAME_FIELD, ENGINE_DIED, ERROR, FATAL, HINT, MARKER, PROGRESS, READY, Rule,
+    CUDA_OOM, DEVICE_NAME_FIELD, ENGINE_DIED, ERROR, FATAL, HINT, MARKER, PROGRESS, READY, SERVING, Rule,
 )
 
 E = "sglang"
@@ -31,11 +31,11 @@ RULES = (
     Rule("decode-batch", E, READY, MARKER, "Decode batch",
          "[2025-10-06 20:09:30 DP0 TP0] Decode batch. #running-req: 12, #token: 8832, token usage: 0.02, "
          "cuda graph: True, gen throughput (token/s): 512.31, #queue-req: 0, ",
-         pattern=r"Decode batch\b.{0,40}#running-req", fields=(("phase", "serving"),)),
+         pattern=r"Decode batch\b.{0,40}#running-req", fields=(("phase", "serving"),), tier=SERVING),
     Rule("prefill-batch", E, READY, MARKER, "Prefill batch",
          "[2025-10-06 20:09:29 DP0 TP0] Prefill batch. #new-seq: 1, #new-token: 512, #cached-token: 0, "
          "token usage: 0.00, #running-req: 0, #queue-req: 0, ",
-         pattern=r"Prefill batch\b.{0,40}#new-(?:seq|token)", fields=(("phase", "serving"),)),
+         pattern=r"Prefill batch\b.{0,40}#new-(?:seq|token)", fields=(("phase", "serving"),), tier=SERVING),
     Rule("load-weight", E, PROGRESS, MARKER, "Load weight ",
          "[2025-10-06 20:03:11 TP0] Load weight begin. avail mem=94.21 GB",
          pattern=r"Load weight (?P<step>begin|end)", fields=(("phase", "loading weights"),)),
@@ -46,18 +46,20 @@ RULES = (
          "avail mem=3.66 GB",
          pattern=r"Capture cuda graph (?P<step>begin|end|bs)", fields=(("phase", "CUDA-graph capture"),)),
     # 0.5.14+: "Capture {role} CUDA graph begin." (role: decode, draft decode, draft extend, ...)
-    Rule("capture-role", E, PROGRESS, MARKER, " CUDA graph ",
+    Rule("capture-role", E, PROGRESS, MARKER, "CUDA graph begin",
          "[2026-10-30 10:05:22 TP0] Capture decode CUDA graph begin. This can take up to several minutes.",
-         pattern=r"Capture (?P<role>[\w ]{1,40}?) CUDA graph (?P<step>begin|end)",
+         pattern=r"Capture (?P<role>[\w ]{1,40}?) CUDA graph (?P<step>begin)",
          fields=(("phase", "CUDA-graph capture"),)),
     Rule("capture-batches", E, PROGRESS, MARKER, "Capturing batches",
          "Capturing batches (bs=512 avail_mem=3.10 GB):   0%|          | 0/52 [00:04<?, ?it/s]",
          pattern=r"Capturing batches \(bs=(?P<bs>\d{1,9})", fields=(("phase", "CUDA-graph capture"),)),
-    # "Scheduler", "TpModelWorkerClient", "DetokenizerManager", "TokenizerManager", ... (vLLM's
-    # "WorkerProc hit an exception." has the same form): the manager's loop ended on the exception.
-    Rule("manager-exception", E, ENGINE_DIED, FATAL, " hit an exception",
-         "[2025-10-06 20:07:41 TP0] Scheduler hit an exception: Traceback (most recent call last):",
-         pattern=r"(?<!\w)(?!WorkerProc\b)(?P<proc>\w{1,60}) hit an exception"),
+    # "<Manager> hit an exception": the manager's loop ended on the exception. Names from the sglang
+    # 0.5.23 wheel (managers/*.py) plus TpModelWorkerClient (older sglang's overlap worker); vLLM's
+    # "WorkerProc hit an exception." is in vllm.py.
+    *(Rule(f"{name}-exception", E, ENGINE_DIED, FATAL, f"{name} hit an exception",
+           f"[2025-10-06 20:07:41 TP0] {name} hit an exception: Traceback (most recent call last):")
+      for name in ("Scheduler", "TpModelWorkerClient", "DetokenizerManager", "TokenizerManager",
+                   "DataParallelController", "MultiDetokenizerRouter")),
     Rule("init-failed", E, ENGINE_DIED, FATAL, "Initialization failed.",
          "[2024-11-26 14:25:58] Initialization failed. warmup error: Traceback (most recent call last):"),
     Rule("sigquit", E, ENGINE_DIED, FATAL, "Received sigquit",

@@ -4,7 +4,7 @@ error lines ([TensorRT-LLM][ERROR], [TRT-LLM] [E]) whose backtraces follow on th
 from __future__ import annotations
 
 from tilefit.diagnose.events import (
-    BENIGN, ENGINE_DIED, FATAL, LOGGED_ERROR, MARKER, NO_CONFIG, PROGRESS, TACTIC_SKIPPED, Rule,
+    ACTIVITY, BENIGN, ENGINE_DIED, FATAL, LOGGED_ERROR, MARKER, NO_CONFIG, PROGRESS, TACTIC_SKIPPED, Rule,
 )
 
 E = "trtllm"
@@ -24,9 +24,10 @@ RULES = (
     # that an error before it was survived.
     Rule("py-info", E, PROGRESS, MARKER, "[TRT-LLM] [I]",
          "[05/27/2025-21:12:36] [TRT-LLM] [I] Creating CUDA graph instances for 196 batch sizes.",
-         fields=(("activity", True),)),
+         fields=(("activity", True),), tier=ACTIVITY),
     Rule("cpp-info", E, PROGRESS, MARKER, "[TensorRT-LLM][INFO]",
-         "[TensorRT-LLM][INFO] Loaded engine size: 15448 MiB", fields=(("activity", True),)),
+         "[TensorRT-LLM][INFO] Loaded engine size: 15448 MiB", fields=(("activity", True),),
+         tier=ACTIVITY),
     Rule("version", E, PROGRESS, MARKER, "TensorRT-LLM version: ",
          "[TensorRT-LLM] TensorRT-LLM version: 0.20.0rc3",
          pattern=r"TensorRT-LLM version: (?P<trtllm_version>\d{1,3}\.\d{1,3}[\w.+-]{0,40})",
@@ -34,7 +35,7 @@ RULES = (
     Rule("executor-init-failed", E, ENGINE_DIED, FATAL, "Failed to initialize executor",
          "[05/27/2025-21:12:36] [TRT-LLM] [E] Failed to initialize executor on rank 3: [TensorRT-LLM][ERROR] "
          "CUDA runtime error in cudaMemsetAsync(...): an illegal memory access was encountered"),
-    Rule("no-valid-config", E, NO_CONFIG, BENIGN, "not found any valid",
+    Rule("no-valid-config", E, NO_CONFIG, BENIGN, "Have not found any valid",
          "[TensorRT-LLM][WARNING] Have not found any valid GEMM config for shape (m=1, n=4096, k=4096). "
          "Will try to use default or fail at runtime"),
     Rule("py-error", E, LOGGED_ERROR, BENIGN, "TRT-LLM] [E]",

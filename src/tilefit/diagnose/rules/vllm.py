@@ -10,7 +10,9 @@ Lines carry a process tag, "(EngineCore_DP0 pid=4123)" or "(EngineCore pid=77)":
 
 from __future__ import annotations
 
-from tilefit.diagnose.events import DEVICE_NAME_FIELD, ENGINE_DIED, FATAL, HINT, MARKER, PROGRESS, READY, Rule
+from tilefit.diagnose.events import (
+    ACTIVITY, DEVICE_NAME_FIELD, ENGINE_DIED, FATAL, HINT, MARKER, PROGRESS, READY, SERVING, Rule,
+)
 
 E = "vllm"
 
@@ -20,7 +22,7 @@ RULES = (
     Rule("info", E, PROGRESS, MARKER, "INFO ",
          "(EngineCore_DP0 pid=4039410) INFO 10-07 17:36:28 [gpu_model_runner.py:2753] Loading model from scratch...",
          pattern=r"(?<!\w)INFO \d\d-\d\d \d\d:\d\d:\d\d",
-         fields=(("activity", True),)),
+         fields=(("activity", True),), tier=ACTIVITY),
     Rule("engine-init", E, PROGRESS, MARKER, "LLM engine (v",
          "(EngineCore_DP0 pid=4123) INFO 10-06 20:01:10 [core.py:76] Initializing a V1 LLM engine (v0.11.0) "
          "with config: model='Qwen/Qwen3-30B-A3B', dtype=torch.bfloat16, tensor_parallel_size=1",
@@ -32,10 +34,12 @@ RULES = (
     Rule("loading-weights", E, PROGRESS, MARKER, "Loading weights took",
          "(EngineCore pid=1639) INFO 04-25 03:33:08 [default_loader.py:384] Loading weights took 74.58 seconds",
          fields=(("phase", "loading weights"),)),
-    Rule("kv-cache", E, PROGRESS, MARKER, "KV cache",
+    Rule("kv-cache", E, PROGRESS, MARKER, "Available KV cache memory",
          "(EngineCore_DP0 pid=4123) INFO 10-06 20:04:02 [gpu_worker.py:298] Available KV cache memory: "
-         "18.53 GiB", pattern=r"Available KV cache memory|GPU KV cache size|KV cache memory",
-         fields=(("phase", "profiling memory"),)),
+         "18.53 GiB", fields=(("phase", "profiling memory"),)),
+    Rule("kv-cache-size", E, PROGRESS, MARKER, "GPU KV cache size",
+         "(EngineCore_DP0 pid=4123) INFO 10-06 20:04:02 [kv_cache_utils.py:1087] GPU KV cache size: 1,001,232 "
+         "tokens", fields=(("phase", "profiling memory"),)),
     Rule("capturing-graphs", E, PROGRESS, MARKER, "Capturing CUDA graph",
          "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE):  45%|####5     | 30/67 [00:03<00:04,"
          "  8.91it/s]", pattern=r"(?<!\d)(?P<done>\d{1,6})/(?P<total>\d{1,6})(?!\d)|$", body=True,
@@ -46,7 +50,7 @@ RULES = (
     Rule("graph-capture-done", E, PROGRESS, MARKER, "Graph capturing finished",
          "(EngineCore_DP0 pid=4123) INFO 10-06 20:04:31 [gpu_model_runner.py:3480] Graph capturing "
          "finished in 29 secs, took 1.02 GiB", fields=(("phase", "CUDA-graph capture done"),)),
-    Rule("init-engine-took", E, PROGRESS, MARKER, "init engine (profile, create kv cache, warmup model) took",
+    Rule("init-engine-took", E, PROGRESS, MARKER, "(profile, create kv cache, warmup model) took",
          "(EngineCore_DP0 pid=4123) INFO 10-06 20:04:33 [core.py:210] init engine (profile, create kv cache, "
          "warmup model) took 31.52 seconds", fields=(("phase", "engine started"),)),
     Rule("api-server", E, PROGRESS, MARKER, "Starting vLLM API server",
@@ -59,7 +63,7 @@ RULES = (
     Rule("engine-stats", E, READY, MARKER, "Avg prompt throughput",
          "(APIServer pid=4000) INFO 10-06 20:10:05 [loggers.py:123] Engine 000: Avg prompt throughput: "
          "0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, "
-         "GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%", fields=(("phase", "serving"),)),
+         "GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%", fields=(("phase", "serving"),), tier=SERVING),
     Rule("enginecore-failed", E, ENGINE_DIED, FATAL, "EngineCore failed to start",
          "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:41 [core.py:708] EngineCore failed to start."),
     Rule("enginecore-fatal", E, ENGINE_DIED, FATAL, "EngineCore encountered a fatal error",
@@ -69,9 +73,12 @@ RULES = (
          pattern=r"WorkerProc (?:hit an exception|failed to start|initialization failed)"),
     Rule("engine-init-failed", E, ENGINE_DIED, FATAL, "Engine core initialization failed",
          "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
-    Rule("proc-died", E, ENGINE_DIED, FATAL, "died unexpectedly",
+    Rule("proc-died", E, ENGINE_DIED, FATAL, "Engine core proc ",
          "(APIServer pid=4000) ERROR 10-06 20:07:43 [core_client.py:564] Engine core proc EngineCore_DP0 "
-         "died unexpectedly, shutting down client."),
+         "died unexpectedly, shutting down client.", pattern=r"died unexpectedly"),
+    Rule("worker-died", E, ENGINE_DIED, FATAL, "Worker proc ",
+         "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:43 [multiproc_executor.py:155] Worker proc VllmWorker-1 "
+         "died unexpectedly, shutting down executor.", pattern=r"died unexpectedly"),
     Rule("default-moe-config", E, HINT, MARKER, "Using default MoE config",
          "(EngineCore_DP0 pid=4123) WARNING 10-06 20:04:10 [fused_moe.py:727] Using default MoE config. "
          "Performance might be sub-optimal! Config file not found at ['/vllm/model_executor/layers/"
