@@ -154,8 +154,8 @@ class _Cfg:
 
 
 class FakeCutlassFamily:
-    """Stands in for the CUTLASS fit engine: sizes every tile with the FACTS.md 128x256x128
-    FINALIZE footprint (3 stages, 102,400 B), so the plumbing, not the model, is under test."""
+    """Stands in for the CUTLASS fit engine: sizes every tile with the 128x256x128 FINALIZE footprint
+    NVIDIA/cutlass#3144 reports (3 stages, 102,400 B), so the plumbing, not the model, is under test."""
 
     name = "flashinfer-cutlass"
 

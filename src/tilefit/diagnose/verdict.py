@@ -208,6 +208,11 @@ class Tracker:
         if e.fields.get("device"):
             self.hints.setdefault("device", e.fields["device"])
 
+    def _progressed(self, e: Event) -> bool:
+        """Whether the process of `e` logged progress after it."""
+        p = self.progress
+        return p is not None and p.line > e.line and p.rank == e.rank
+
     def _survived(self, e: Event, weight: int) -> None:
         e.caught = True
         fc = self.classes.get(e.kind)
@@ -330,6 +335,15 @@ class Tracker:
         ready = self.ready
         ended = [e for e in self.fatal.values() if not e.caught]
         sticky = list(self.sticky.values())
+        tb = self.traceback
+        if tb is not None and not self.pending and not ended and not sticky \
+                and (ready is None or tb.line > ready.line) and not self._progressed(tb) \
+                and not _WARNING_LEVEL.search(tb.text):
+            # Nothing else decides, and the log ends inside a traceback (its exception line cut
+            # off): an error nothing caught.
+            e = Event(tb.line, ev.EXCEPTION, ev.ERROR, tb.engine, tb.rule, tb.text, tb.rank, tb.time)
+            self.classes.setdefault(ev.EXCEPTION, FailureClass(ev.EXCEPTION)).add(e)
+            self.pending.setdefault((ev.EXCEPTION, tb.rank), [e, 1])
         # After the server is ready a request's error does not end it, unless the process ended
         # after all; before, nothing caught it.
         pending = [slot[0] for slot in self.pending.values()
@@ -428,6 +442,11 @@ def _is_source(body: str, in_traceback: bool) -> bool:
     """A line of source code a traceback quotes ('    raise RuntimeError("NCCL error: ...")'):
     indented by four inside a traceback, or a raise statement anywhere."""
     return (in_traceback and body.startswith("    ")) or body.lstrip().startswith("raise ")
+
+
+# A line logged at warning level (glog "W1112 00:26:33", Python "WARNING", TensorRT-LLM "[W]"): a
+# traceback there is a warning's, not an uncaught exception.
+_WARNING_LEVEL = re.compile(r"(?:^|[\s\]:])W\d{4} \d\d:\d\d:\d\d|\bWARNING\b|\[W\]")
 
 
 def _cause_kind(e: Event) -> str:

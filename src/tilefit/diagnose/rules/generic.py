@@ -44,6 +44,10 @@ RULES = (
     Rule("uncaught-script", E, UNCAUGHT, FATAL, "<module>",
          '(APIServer pid=161582)   File "/venv/bin/vllm", line 10, in <module>',
          pattern=r"^\s{0,8}File \"[^\"]{1,400}\", line \d{1,7}, in <module>$", body=True),
+    # multiprocessing prints "Process <name>:" and then the traceback of a child that died.
+    Rule("child-died", E, UNCAUGHT, FATAL, "Process ",
+         "(VllmWorker rank=7 pid=1030) Process SpawnProcess-1:8:",
+         pattern=r"^Process [A-Za-z_][\w.-]{0,60}(?::\d{1,4})*:$", body=True),
     Rule("uncaught-child", E, UNCAUGHT, FATAL, "_bootstrap",
          '(EngineCore pid=77)   File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap',
          pattern=r"multiprocessing[/\\]process\.py\", line \d{1,6}, in _bootstrap$"),

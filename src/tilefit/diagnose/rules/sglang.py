@@ -9,12 +9,18 @@ Only `The server is fired up and ready to roll!` means ready: uvicorn's lines co
 from __future__ import annotations
 
 from tilefit.diagnose.events import (
-    CUDA_OOM, DEVICE_NAME_FIELD, ENGINE_DIED, ERROR, FATAL, HINT, MARKER, PROGRESS, READY, SERVING, Rule,
+    ACTIVITY, CUDA_OOM, DEVICE_NAME_FIELD, ENGINE_DIED, ERROR, FATAL, HINT, MARKER, PROGRESS, READY, SERVING, Rule,
 )
 
 E = "sglang"
 
 RULES = (
+    # The scheduler's rank prefix "[2025-12-26 08:58:40 DP1 TP5 EP5] ": the engine at work (evidence
+    # of a run only, never of an error survived).
+    Rule("rank-prefix", E, PROGRESS, MARKER, " TP",
+         "[2025-12-26 08:58:40 DP1 TP5 EP5] Entering DeepGEMM JIT Pre-Compile session.",
+         pattern=r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [DTEP]P\d{1,5}){1,6}\]",
+         fields=(("activity", True),), tier=ACTIVITY),
     Rule("init-distributed", E, PROGRESS, MARKER, "Init torch distributed ",
          "[2025-10-06 20:01:15 TP0] Init torch distributed begin.",
          pattern=r"Init torch distributed (?P<step>begin|ends)", fields=(("phase", "starting the workers"),)),

@@ -71,6 +71,15 @@ RULES = (
     Rule("workerproc", E, ENGINE_DIED, FATAL, "WorkerProc ",
          "(Worker_TP0 pid=1013) ERROR 01-14 18:57:02 [multiproc_executor.py:671] WorkerProc hit an exception.",
          pattern=r"WorkerProc (?:hit an exception|failed to start|initialization failed)"),
+    # vLLM 0.7's V1 engine core loop (seen in public logs of 0.7.3; 0.11.0 logs "EngineCore encountered
+    # a fatal error." instead).
+    Rule("enginecore-exception", E, ENGINE_DIED, FATAL, "EngineCore hit an exception",
+         "ERROR 02-24 22:11:40 core.py:294] EngineCore hit an exception: Traceback (most recent call last):"),
+    # A vLLM worker's or engine core's process tag: the engine at work (evidence of a run only).
+    Rule("process-tag", E, PROGRESS, MARKER, " pid=",
+         "(Worker_TP4_EP4 pid=892) [aiter] import [module_gemm_a8w8_blockscale] under /aiter/jit/module.so",
+         pattern=r"^\((?:EngineCore|VllmWorker|Worker_|RayWorkerWrapper)[\w-]{0,40}(?: rank=\d{1,6})? pid=\d",
+         fields=(("activity", True),), tier=ACTIVITY),
     Rule("engine-init-failed", E, ENGINE_DIED, FATAL, "Engine core initialization failed",
          "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
     Rule("proc-died", E, ENGINE_DIED, FATAL, "Engine core proc ",
