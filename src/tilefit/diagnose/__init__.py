@@ -58,8 +58,8 @@ class Diagnoser:
             self.closed = True
 
     def read_file(self, path: str, *, workers: int | None = None) -> None:
-        """Read a whole regular file; a large one is gated by `workers` processes (default: up to
-        3, one per core), with the same result as feeding it serially."""
+        """Read a whole regular file; a large one is gated by `workers` processes (default: see
+        parallel.default_workers), with the same result as feeding it serially."""
         from tilefit.diagnose.parallel import PIECE, default_workers, scan_file
 
         workers = default_workers() if workers is None else workers

@@ -221,8 +221,10 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
     return base, size
 
 
-MAX_DEFAULT_WORKERS = 3  # each worker is a ~19 MB Python process: 3 keep the tree under 100 MB
+MAX_DEFAULT_WORKERS = 3  # each worker is a ~25 MB Python process: 3 keep the tree near 100 MB
 
 
 def default_workers() -> int:
-    return max(1, min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1))
+    """One reader per core beyond the one the replaying process needs (measured on 2 cores: two
+    workers plus the main process ran slower than one process), at most MAX_DEFAULT_WORKERS."""
+    return max(1, min(MAX_DEFAULT_WORKERS, (os.cpu_count() or 1) - 1))
