@@ -63,24 +63,27 @@ RULES = (
          "RuntimeError: CUDA runtime error: cudaErrorMemoryAllocation: out of memory"),
     Rule("cuda-oom-text", E, CUDA_OOM, ERROR, "CUDA out of memory",
          "CUDA out of memory. Tried to allocate 512.00 MiB", pattern=_ALLOC),
-    # Needles start with a capital: the chunk gate stops at each occurrence of a needle's first
-    # byte, and lowercase letters are everywhere in a log.
-    Rule("illegal-access", E, ILLEGAL_ACCESS, ERROR, "CUDA error: an illegal memory access",
+    # Illegal memory access / instruction: (rule, kind, needle, pattern, an example line). Needles
+    # start with a capital: the chunk gate stops at each occurrence of a needle's first byte, and
+    # lowercase letters are everywhere in a log.
+    *(Rule(name, E, kind, ERROR, needle, example, pattern=pattern) for name, kind, needle, pattern, example in (
+        ("illegal-access", ILLEGAL_ACCESS, "CUDA error: an illegal memory access", None,
          "RuntimeError: CUDA error: an illegal memory access was encountered"),
-    Rule("illegal-access-runtime", E, ILLEGAL_ACCESS, ERROR, "CUDA runtime error",
+        ("illegal-access-runtime", ILLEGAL_ACCESS, "CUDA runtime error", r"illegal memory access",
          "[TensorRT-LLM][ERROR] CUDA runtime error in cudaMemsetAsync(ptr, 0x0, size, stream): an illegal "
-         "memory access was encountered", pattern=r"illegal memory access"),
-    Rule("illegal-instruction-runtime", E, ILLEGAL_INSTRUCTION, ERROR, "CUDA runtime error",
-         "[TensorRT-LLM][ERROR] CUDA runtime error in cudaStreamSynchronize(stream): an illegal instruction "
-         "was encountered", pattern=r"illegal instruction"),
-    Rule("illegal-address-enum", E, ILLEGAL_ACCESS, ERROR, "ErrorIllegalAddress",
+         "memory access was encountered"),
+        ("illegal-address-enum", ILLEGAL_ACCESS, "ErrorIllegalAddress", None,
          "Failed: Cuda error /workspace/csrc/moe.cu:123 'cudaErrorIllegalAddress'"),
-    Rule("illegal-instruction", E, ILLEGAL_INSTRUCTION, ERROR, "CUDA error: an illegal instruction",
+        ("illegal-instruction", ILLEGAL_INSTRUCTION, "CUDA error: an illegal instruction", None,
          "torch.AcceleratorError: CUDA error: an illegal instruction was encountered"),
-    Rule("illegal-instruction-enum", E, ILLEGAL_INSTRUCTION, ERROR, "ErrorIllegalInstruction",
+        ("illegal-instruction-runtime", ILLEGAL_INSTRUCTION, "CUDA runtime error", r"illegal instruction",
+         "[TensorRT-LLM][ERROR] CUDA runtime error in cudaStreamSynchronize(stream): an illegal instruction "
+         "was encountered"),
+        ("illegal-instruction-enum", ILLEGAL_INSTRUCTION, "ErrorIllegalInstruction", None,
          "CUDA runtime error: cudaErrorIllegalInstruction at moe_kernels.cu:910"),
-    Rule("xid-illegal-instruction", E, ILLEGAL_INSTRUCTION, ERROR, "Illegal Instruction",
+        ("xid-illegal-instruction", ILLEGAL_INSTRUCTION, "Illegal Instruction", None,
          "NVRM: Xid (PCI:0000:01:00): 13, Graphics SM Warp Exception: Illegal Instruction Parameter"),
+    )),
     Rule("cuda-error", E, CUDA_ERROR, ERROR, "CUDA error: ",
          "RuntimeError: CUDA error: unspecified launch failure",
          pattern=r"CUDA error: (?P<error>[^.\n]{0,200})"),

@@ -64,30 +64,32 @@ RULES = (
          "(APIServer pid=4000) INFO 10-06 20:10:05 [loggers.py:123] Engine 000: Avg prompt throughput: "
          "0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 0 reqs, "
          "GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%", fields=(("phase", "serving"),), tier=SERVING),
-    Rule("enginecore-failed", E, ENGINE_DIED, FATAL, "EngineCore failed to start",
+    # The engine core's and workers' death: (rule, needle, pattern, an example line).
+    *(Rule(name, E, ENGINE_DIED, FATAL, needle, example, pattern=pattern) for name, needle, pattern, example in (
+        ("enginecore-failed", "EngineCore failed to start", None,
          "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:41 [core.py:708] EngineCore failed to start."),
-    Rule("enginecore-fatal", E, ENGINE_DIED, FATAL, "EngineCore encountered a fatal error",
+        ("enginecore-fatal", "EngineCore encountered a fatal error", None,
          "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:41 [core.py:710] EngineCore encountered a fatal error."),
-    Rule("workerproc", E, ENGINE_DIED, FATAL, "WorkerProc ",
-         "(Worker_TP0 pid=1013) ERROR 01-14 18:57:02 [multiproc_executor.py:671] WorkerProc hit an exception.",
-         pattern=r"WorkerProc (?:hit an exception|failed to start|initialization failed)"),
-    # vLLM 0.7's V1 engine core loop (seen in public logs of 0.7.3; 0.11.0 logs "EngineCore encountered
-    # a fatal error." instead).
-    Rule("enginecore-exception", E, ENGINE_DIED, FATAL, "EngineCore hit an exception",
+        ("workerproc", "WorkerProc ", r"WorkerProc (?:hit an exception|failed to start|initialization failed)",
+         "(Worker_TP0 pid=1013) ERROR 01-14 18:57:02 [multiproc_executor.py:671] WorkerProc hit an exception."),
+        # vLLM 0.7's V1 engine core loop (seen in public logs of 0.7.3; 0.11.0 logs "EngineCore
+        # encountered a fatal error." instead).
+        ("enginecore-exception", "EngineCore hit an exception", None,
          "ERROR 02-24 22:11:40 core.py:294] EngineCore hit an exception: Traceback (most recent call last):"),
+        ("engine-init-failed", "Engine core initialization failed", None,
+         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
+        ("proc-died", "Engine core proc ", r"died unexpectedly",
+         "(APIServer pid=4000) ERROR 10-06 20:07:43 [core_client.py:564] Engine core proc EngineCore_DP0 "
+         "died unexpectedly, shutting down client."),
+        ("worker-died", "Worker proc ", r"died unexpectedly",
+         "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:43 [multiproc_executor.py:155] Worker proc VllmWorker-1 "
+         "died unexpectedly, shutting down executor."),
+    )),
     # A vLLM worker's or engine core's process tag: the engine at work (evidence of a run only).
     Rule("process-tag", E, PROGRESS, MARKER, " pid=",
          "(Worker_TP4_EP4 pid=892) [aiter] import [module_gemm_a8w8_blockscale] under /aiter/jit/module.so",
          pattern=r"^\((?:EngineCore|VllmWorker|Worker_|RayWorkerWrapper)[\w-]{0,40}(?: rank=\d{1,6})? pid=\d",
          fields=(("activity", True),), tier=ACTIVITY),
-    Rule("engine-init-failed", E, ENGINE_DIED, FATAL, "Engine core initialization failed",
-         "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"),
-    Rule("proc-died", E, ENGINE_DIED, FATAL, "Engine core proc ",
-         "(APIServer pid=4000) ERROR 10-06 20:07:43 [core_client.py:564] Engine core proc EngineCore_DP0 "
-         "died unexpectedly, shutting down client.", pattern=r"died unexpectedly"),
-    Rule("worker-died", E, ENGINE_DIED, FATAL, "Worker proc ",
-         "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:43 [multiproc_executor.py:155] Worker proc VllmWorker-1 "
-         "died unexpectedly, shutting down executor.", pattern=r"died unexpectedly"),
     Rule("default-moe-config", E, HINT, MARKER, "Using default MoE config",
          "(EngineCore_DP0 pid=4123) WARNING 10-06 20:04:10 [fused_moe.py:727] Using default MoE config. "
          "Performance might be sub-optimal! Config file not found at ['/vllm/model_executor/layers/"
