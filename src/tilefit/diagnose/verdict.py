@@ -25,7 +25,11 @@ from tilefit.diagnose.analyze import LineReader
 from tilefit.diagnose.diagnosis import (
     FATAL, HEALTHY, IN_PROGRESS, RECOVERED, UNKNOWN, VERDICTS, Diagnosis, FailureClass,
 )
-from tilefit.diagnose.parser import is_backtrace_frame, tile_from_enum, tile_from_text
+from tilefit.diagnose.parser import is_backtrace_frame
+from tilefit.diagnose.lineshape import (
+    NOT_FAILURES, VLLM_PROCS, WARNING_LEVEL, cause_kind, is_source, phase, ready_line, shape,
+    specificity, tile_of,
+)
 from tilefit.diagnose.rules import ENGINE_RANK, RuleSet
 
 __all__ = ["Tracker", "Diagnosis", "FailureClass", "VERDICTS", "HEALTHY", "RECOVERED", "FATAL", "IN_PROGRESS",
@@ -33,17 +37,10 @@ __all__ = ["Tracker", "Diagnosis", "FailureClass", "VERDICTS", "HEALTHY", "RECOV
 
 TRACEBACK_LINES = 400   # a traceback's exception line is looked for this far
 
-_NUMERIC = frozenset({"required", "limit", "count", "code", "bs", "at", "configs"})
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?\s*$)")
-_SPECIFIC = {k: i for i, k in enumerate(ev.CAUSE_PRIORITY + (ev.LOGGED_ERROR,))}
 _SEVERITY = {s: i for i, s in enumerate(ev.SEVERITIES)}
 _MARKER_KINDS = (ev.READY, ev.PROGRESS, ev.TRACEBACK, ev.HINT)  # lines that mark, never fail
 _QUOTED_TILE_KINDS = (ev.CUTLASS_INIT, ev.UNSUPPORTED_TILE)  # tile errors a caught tactic quotes
-
-
-def _specificity(kind: str) -> int:
-    """Rank of a failure kind as a cause: lower is more specific (unlisted kinds last)."""
-    return _SPECIFIC.get(kind, len(_SPECIFIC))
 
 
 class Tracker:
@@ -123,7 +120,7 @@ class Tracker:
                 self._attach(line, self._details(text))
             return 0
         body, rank, when, matches, found = info
-        if rank is not None and rank.startswith(_VLLM_PROCS):
+        if rank is not None and rank.startswith(VLLM_PROCS):
             self._count_engine("vllm")  # vLLM's own process tags name the engine
         if when is not None:
             self.last_time = when
@@ -147,9 +144,9 @@ class Tracker:
                 self._marker(e)
                 self.seen += 1
                 want = max(want, r.window)
-        # The reader's cached tuple when every match is a failure (see _shape); a fresh list else.
+        # The reader's cached tuple when every match is a failure (see shape); a fresh list else.
         failures = [(r, f) for r, f in matches if r.kind not in _MARKER_KINDS] if mixed else matches
-        if failures and _is_source(body, self.traceback is not None):
+        if failures and is_source(body, self.traceback is not None):
             failures = ()  # a traceback quoting the code that raised: the exception line follows
         if failures:
             e = self._merge(line, text, body, rank, when, failures, details)
@@ -225,7 +222,7 @@ class Tracker:
         """One event for all failure rules that matched a line: the most specific kind, the
         highest severity; a line an autotuner logged ("Skipping tactic ...: <error>") stays a
         caught tactic failure whatever error it quotes."""
-        kind, severity, rule, fields, skipped = _shape(matches)
+        kind, severity, rule, fields, skipped = shape(matches)
         in_tb = self.traceback is not None
         if kind == ev.LOGGED_ERROR and in_tb:
             return None  # vLLM prefixes every traceback line with ERROR: the exception line decides
@@ -252,7 +249,7 @@ class Tracker:
             for key in ("arch", "dtype_hint", "finalize", "gemm"):
                 if key in details:
                     e.fields.setdefault(key, details[key])
-        tile = details.get("tile") or _tile_of(fields)
+        tile = details.get("tile") or tile_of(fields)
         if tile:
             e.tiles.append(tile)
             e.fields["tile"] = tile
@@ -338,7 +335,7 @@ class Tracker:
         tb = self.traceback
         if tb is not None and not self.pending and not ended and not sticky \
                 and (ready is None or tb.line > ready.line) and not self._progressed(tb) \
-                and not _WARNING_LEVEL.search(tb.text):
+                and not WARNING_LEVEL.search(tb.text):
             # Nothing else decides, and the log ends inside a traceback (its exception line cut
             # off): an error nothing caught.
             e = Event(tb.line, ev.EXCEPTION, ev.ERROR, tb.engine, tb.rule, tb.text, tb.rank, tb.time)
@@ -355,8 +352,8 @@ class Tracker:
         confirmed = False
         if candidates:
             verdict = FATAL
-            decisive = min(candidates, key=lambda e: (_specificity(_cause_kind(e)), e.line))
-            cause = _cause_kind(decisive)
+            decisive = min(candidates, key=lambda e: (specificity(cause_kind(e)), e.line))
+            cause = cause_kind(decisive)
             confirmed = bool(ended or sticky)
             if not confirmed:
                 who = f" from {decisive.rank}" if decisive.rank else ""
@@ -364,13 +361,13 @@ class Tracker:
                           f"death line (an exit code, 'Killed', 'Received sigquit', 'EngineCore failed to "
                           f"start') would confirm it; a progress line{who} after it would show it was caught")
         elif ready is not None:
-            real = [f for f in failures if f.kind not in _NOT_FAILURES]
+            real = [f for f in failures if f.kind not in NOT_FAILURES]
             verdict = RECOVERED if real else HEALTHY
             decisive = ready
         elif self.progress is not None or self.activity or self.hints or ev.TACTIC_SKIPPED in self.classes:
             verdict = IN_PROGRESS
             decisive = self.progress
-            settle = _ready_line(self.engines)
+            settle = ready_line(self.engines)
         else:
             verdict = UNKNOWN
         seconds = None
@@ -389,104 +386,7 @@ class Tracker:
         return Diagnosis(
             verdict=verdict, engine=engine, components=[e for e in seen if e not in (engine, "generic")],
             arch=arch, arch_source=arch_source, gpu=gpu, failures=failures, decisive=decisive,
-            cause=cause, confirmed=confirmed, ready=self.ready, phase=_phase(self.progress),
+            cause=cause, confirmed=confirmed, ready=self.ready, phase=phase(self.progress),
             seconds_to_ready=seconds, lines=lines, bytes=nbytes, hints=hints, settle=settle,
             ended=min(ended, key=lambda e: e.line) if ended else None,
         )
-
-
-_SHAPES: dict[int, tuple[Any, tuple[str, str, Rule, dict[str, Any], bool]]] = {}
-
-
-def _shape(matches: Any) -> tuple[str, str, Rule, dict[str, Any], bool]:
-    """(kind, severity, deciding rule, fields, skipped) of a line's failure matches. The line
-    reader hands out one tuple per distinct line, so a failure-dense log computes this once per
-    distinct line (the tuple itself is kept with its result: an id is never reused while cached)."""
-    got = _SHAPES.get(id(matches))
-    if got is not None and got[0] is matches:
-        return got[1]
-    fields: dict[str, Any] = {}
-    for _, f in matches:
-        fields.update({k: _number(v) if k in _NUMERIC else v for k, v in f.items()})
-    kinds = [r.kind for r, _ in matches]
-    skipped = ev.TACTIC_SKIPPED in kinds
-    if skipped:
-        kind = ev.TACTIC_SKIPPED
-        reasons = [k for k in kinds if k != ev.TACTIC_SKIPPED and k in _SPECIFIC]
-        if reasons:
-            fields["reason"] = min(reasons, key=_SPECIFIC.__getitem__)
-    else:
-        # "RuntimeError: <what>" is an exception line by form; a rule that names <what> wins.
-        named = [k for k in kinds if k != ev.EXCEPTION] or kinds
-        kind = min(named, key=_specificity)
-    severity = max((r.severity for r, _ in matches), key=_SEVERITY.__getitem__)
-    rule = next(r for r, _ in matches if r.kind == ev.TACTIC_SKIPPED) if skipped else \
-        min(matches, key=lambda m: _specificity(m[0].kind))[0]
-    shape = (kind, severity, rule, fields, skipped)
-    if isinstance(matches, tuple):
-        if len(_SHAPES) >= 1024:
-            _SHAPES.clear()
-        _SHAPES[id(matches)] = (matches, shape)
-    return shape
-
-
-# Counted and shown, but a ready log with only these is healthy: "no valid GEMM config" warnings.
-_NOT_FAILURES = (ev.NO_CONFIG,)
-
-
-# vLLM's process names in its "(Name pid=N)" tags (vLLM 0.11.0: v1/engine/core.py, multiproc_executor.py).
-_VLLM_PROCS = ("EngineCore", "VllmWorker", "Worker_", "APIServer", "VllmWorkerProcess")
-
-
-def _is_source(body: str, in_traceback: bool) -> bool:
-    """A line of source code a traceback quotes ('    raise RuntimeError("NCCL error: ...")'):
-    indented by four inside a traceback, or a raise statement anywhere."""
-    return (in_traceback and body.startswith("    ")) or body.lstrip().startswith("raise ")
-
-
-# A line logged at warning level (glog "W1112 00:26:33", Python "WARNING", TensorRT-LLM "[W]"): a
-# traceback there is a warning's, not an uncaught exception.
-_WARNING_LEVEL = re.compile(r"(?:^|[\s\]:])W\d{4} \d\d:\d\d:\d\d|\bWARNING\b|\[W\]")
-
-
-def _cause_kind(e: Event) -> str:
-    """A skipped tactic that hit a sticky CUDA error is that error as a cause."""
-    return e.fields.get("reason", e.kind) if e.kind == ev.TACTIC_SKIPPED else e.kind
-
-
-def _ready_line(engines: dict[str, int]) -> str:
-    """Which line would settle an in-progress log: the engine's ready line."""
-    if "sglang" in engines:
-        line = "'The server is fired up and ready to roll!'"
-    elif "vllm" in engines or "trtllm" in engines:
-        line = "'Application startup complete.'"
-    elif "triton" in engines:
-        line = "'Writing best config to ...' (the tuning script's last step)"
-    else:
-        line = "the server's ready line"
-    return f"still starting: {line} would show it ready; an exit or death line would show it failed"
-
-
-def _number(text: str) -> int | str:
-    """A numeric field as an int; text when it is no plain integer or too long to be one that
-    matters (int() refuses more than 4,300 digits, and no byte count or exit code has 19)."""
-    digits = text[1:] if text.startswith("-") else text
-    return int(text) if digits.isdecimal() and len(digits) <= 18 else text
-
-
-def _tile_of(fields: dict[str, Any]) -> str | None:
-    if fields.get("tile_enum"):
-        return tile_from_enum(fields["tile_enum"])
-    if fields.get("tile_text"):
-        return tile_from_text(fields["tile_text"])
-    return None
-
-
-def _phase(e: Event | None) -> str | None:
-    if e is None:
-        return None
-    phase = str(e.fields.get("phase", "starting"))
-    extra = [f"{k}={e.fields[k]}" for k in ("bs", "op", "step") if k in e.fields]
-    if "done" in e.fields and "total" in e.fields:
-        extra.append(f"{e.fields['done']}/{e.fields['total']}")
-    return phase + (f" ({', '.join(extra)})" if extra else "") + f", line {e.line}"
