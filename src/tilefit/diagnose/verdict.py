@@ -16,6 +16,7 @@ principle (issue 14):
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -332,21 +333,24 @@ class Tracker:
         ready = self.ready
         ended = [e for e in self.fatal.values() if not e.caught]
         sticky = list(self.sticky.values())
+        classes = dict(self.classes)
+        cut: Event | None = None
         tb = self.traceback
         if tb is not None and not self.pending and not ended and not sticky \
                 and (ready is None or tb.line > ready.line) and not self._progressed(tb) \
                 and not WARNING_LEVEL.search(tb.text):
             # Nothing else decides, and the log ends inside a traceback (its exception line cut
             # off): an error nothing caught.
-            e = Event(tb.line, ev.EXCEPTION, ev.ERROR, tb.engine, tb.rule, tb.text, tb.rank, tb.time)
-            self.classes.setdefault(ev.EXCEPTION, FailureClass(ev.EXCEPTION)).add(e)
-            self.pending.setdefault((ev.EXCEPTION, tb.rank), [e, 1])
+            # (Counted in copies: finish() may run again while --follow reads on.)
+            cut = Event(tb.line, ev.EXCEPTION, ev.ERROR, tb.engine, tb.rule, tb.text, tb.rank, tb.time)
+            classes[ev.EXCEPTION] = copy.deepcopy(classes.get(ev.EXCEPTION)) or FailureClass(ev.EXCEPTION)
+            classes[ev.EXCEPTION].add(cut)
         # After the server is ready a request's error does not end it, unless the process ended
         # after all; before, nothing caught it.
         pending = [slot[0] for slot in self.pending.values()
                    if not slot[0].caught and (ready is None or slot[0].line < ready.line or ended or sticky)]
-        candidates = sticky + pending + ended
-        failures = sorted(self.classes.values(), key=lambda f: f.first_line)
+        candidates = sticky + pending + ended + ([cut] if cut is not None else [])
+        failures = sorted(classes.values(), key=lambda f: f.first_line)
         decisive: Event | None = None
         cause = settle = None
         confirmed = False
