@@ -223,7 +223,8 @@ def test_parallel_reader_agrees_on_long_lines(tmp_path):
 def test_result_can_be_asked_again_while_following():
     """--follow asks for the verdict after every read: asking must not change the state."""
     dg = Diagnoser()
-    dg.feed(b"[2025-10-06 20:01:15 TP0] Load weight begin.\n[2025-10-06 20:01:15 TP0] Traceback (most recent call last):\n"
+    dg.feed(b"[2025-10-06 20:01:15 TP0] Load weight begin.\n"
+            b"[2025-10-06 20:01:15 TP0] Traceback (most recent call last):\n"
             b'  File "x.py", line 3, in f\n')
     first = as_dict(dg.result(explain_it=False))
     again = as_dict(dg.result(explain_it=False))

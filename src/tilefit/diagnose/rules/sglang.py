@@ -46,7 +46,8 @@ RULES = (
          "[2025-10-06 20:03:11 TP0] Load weight begin. avail mem=94.21 GB",
          pattern=r"Load weight (?P<step>begin|end)", fields=(("phase", "loading weights"),)),
     Rule("memory-pool", E, PROGRESS, MARKER, "Memory pool end",
-         "[2025-10-06 20:03:12 TP0] Memory pool end. avail mem=8.93 GB", fields=(("phase", "allocating the KV cache"),)),
+         "[2025-10-06 20:03:12 TP0] Memory pool end. avail mem=8.93 GB",
+         fields=(("phase", "allocating the KV cache"),)),
     Rule("capture-begin-end", E, PROGRESS, MARKER, "Capture cuda graph ",
          "[2025-10-06 20:05:22 DP0 TP0] Capture cuda graph begin. This can take up to several minutes. "
          "avail mem=3.66 GB",
