@@ -126,8 +126,9 @@ def test_blocklist_format():
     assert all(i < 20 for i in g1) and all(20 <= i < 60 for i in g2)
     assert {(ts[i].tile_text, ts[i].fusion, ts[i].swap_ab) for i in g2} >= {
         ("128x256x128", "finalize", False), ("256x128x128", "finalize", False)}
-    with pytest.raises(UsageError, match="0.7.0"):
-        FAMILY.blocklist([], "0.6.9")
+    with pytest.raises(UsageError, match="0.6.15"):
+        FAMILY.blocklist([], "0.6.14")  # the autotuner reads FLASHINFER_TACTICS_BLOCKLIST from 0.6.15
+    assert json.loads(FAMILY.blocklist([], "0.6.15")) == {"invalid_tactics": {}}
 
 
 def test_sm100_nvfp4_tactics():

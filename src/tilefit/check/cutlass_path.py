@@ -88,7 +88,7 @@ def _with_blocklist(remedy: dict[str, Any], family: Any, failing: list, flashinf
         return remedy
     try:
         content = family.blocklist(failing, flashinfer=flashinfer)
-    except UsageError as e:  # FlashInfer before 0.7.0 has no blocklist
+    except UsageError as e:  # FlashInfer before 0.6.15 has no blocklist
         return {**remedy, "setting": "", "text": str(e)}
     from tilefit.kernels.flashinfer_cutlass.catalog import latest_version
 

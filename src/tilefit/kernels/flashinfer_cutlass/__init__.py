@@ -28,7 +28,7 @@ BLOCKLIST_ENV = "FLASHINFER_TACTICS_BLOCKLIST"
 # FlashInfer's autotuner keys: f"{custom_op}::{runner class}", custom_op per GEMM (fused_moe/core.py).
 BLOCKLIST_KEYS = {"gemm1": "trtllm::fused_moe::gemm1::MoERunner",
                   "gemm2": "trtllm::fused_moe::gemm2::MoERunner"}
-BLOCKLIST_SINCE = "0.7.0"  # flashinfer/tactics_blocklist.py first ships in 0.7.0
+BLOCKLIST_SINCE = "0.6.15"  # autotuner reads FLASHINFER_TACTICS_BLOCKLIST from 0.6.15 (absent in 0.6.14)
 
 
 class FlashInferCutlassFamily:
@@ -202,7 +202,7 @@ class FlashInferCutlassFamily:
                   **_options: Any) -> str:
         """JSON for FLASHINFER_TACTICS_BLOCKLIST (a file path): every tactic predicted not to launch.
 
-        Format (flashinfer/tactics_blocklist.py, FlashInfer >= 0.7.0): {"invalid_tactics":
+        Format (flashinfer/autotuner, FlashInfer >= 0.6.15): {"invalid_tactics":
         {"trtllm::fused_moe::gemm1::MoERunner": [ids], "trtllm::fused_moe::gemm2::MoERunner": [ids]}},
         ids being the autotuner's tactic indices (gemm2's continue after gemm1's). No "_metadata": the
         loader then applies the list on any GPU, so write one file per GPU model and FlashInfer version.
