@@ -78,7 +78,9 @@ def test_current_flashinfer_prunes_no_dispatch_tiles():
 
 
 def test_older_flashinfer_lists():
-    assert len(FAMILY.configs(SM120, "nvfp4", flashinfer="0.5.2")) == 16  # no SM120 finalize yet
+    # 0.5.2 lists the base tiles only (no FINALIZE, no swap-AB copies); 0.5.3 adds both on SM120
+    assert len(FAMILY.configs(SM120, "nvfp4", flashinfer="0.5.2")) == 8
+    assert len(FAMILY.configs(SM120, "nvfp4", flashinfer="0.5.3")) == 8 + 16
     old = FAMILY.configs(SM120, "nvfp4", flashinfer="0.6.9")
     assert len(old) == 60
     assert sum(FAMILY.verdict(t, SM120, "nvfp4", "0.6.9").status == NO_DISPATCH for t in old) == 36
@@ -120,7 +122,8 @@ def test_parse_enum_and_element_spellings_agree():
 def test_blocklist_format():
     ts = FAMILY.configs(SM120, "nvfp4", flashinfer="0.7.0")
     doc = json.loads(FAMILY.blocklist([FAMILY.verdict(t, SM120, "nvfp4", "0.7.0") for t in ts], "0.7.0"))
-    assert set(doc) == {"invalid_tactics"}
+    assert set(doc) == {"_metadata", "invalid_tactics"}
+    assert doc["_metadata"]["flashinfer_version"] == "0.7.0" and doc["_metadata"]["gpu"] == "*"
     g1 = doc["invalid_tactics"]["trtllm::fused_moe::gemm1::MoERunner"]
     g2 = doc["invalid_tactics"]["trtllm::fused_moe::gemm2::MoERunner"]
     assert all(i < 20 for i in g1) and all(20 <= i < 60 for i in g2)
@@ -128,7 +131,7 @@ def test_blocklist_format():
         ("128x256x128", "finalize", False), ("256x128x128", "finalize", False)}
     with pytest.raises(UsageError, match="0.6.15"):
         FAMILY.blocklist([], "0.6.14")  # the autotuner reads FLASHINFER_TACTICS_BLOCKLIST from 0.6.15
-    assert json.loads(FAMILY.blocklist([], "0.6.15")) == {"invalid_tactics": {}}
+    assert json.loads(FAMILY.blocklist([], "0.6.15"))["invalid_tactics"] == {}
 
 
 def test_sm100_nvfp4_tactics():

@@ -32,9 +32,10 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
             _checked(dtype, req.flashinfer, 0, 0)
     state = engine.fused_finalize(version=req.engine_version, environ=req.env)
     finalize, finalize_why = state.enabled, state.why
-    tactics = list(family.configs(arch, dtype, flashinfer=req.flashinfer))
-    if finalize is False:
-        tactics = [t for t in tactics if t.fusion != "finalize"]
+    # The list the engine really profiles: with fused finalize off FlashInfer (>= 0.6.15) leaves the
+    # FINALIZE copies out, and every later gemm2 id moves down.
+    tactics = list(family.configs(arch, dtype, flashinfer=req.flashinfer,
+                                  fused_finalize=finalize is not False))
     verdicts = [family.verdict(t, arch, dtype, flashinfer=req.flashinfer) for t in tactics]
     failing = [v for v in verdicts if not v.fits]
     fatal_info = engine.fatality("flashinfer-cutlass")
@@ -59,7 +60,7 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
                        "{gemm}", "/".join(sorted({v.config.gemm for v in failing}))),
                    "extra warmup time per failed tactic: not known (nothing published measures it)"]
         details += [f"{v.config.label()}: {v.reason}" for v in over + nodisp]
-        fix = [_with_blocklist(r.as_dict(), family, failing, req.flashinfer)
+        fix = [_with_blocklist(r.as_dict(), family, failing, req.flashinfer, gpu.name)
                for r in engine.remedies("flashinfer-cutlass", arch=arch, version=req.engine_version,
                                         kinds=("blocklist", "finalize"))]
         findings.append(Finding(
@@ -80,14 +81,15 @@ def _checked(dtype: str, flashinfer: str | None, tactics: int, failing: int) -> 
             "tactics": tactics, "fit": tactics - failing, "fail": failing}
 
 
-def _with_blocklist(remedy: dict[str, Any], family: Any, failing: list, flashinfer: str | None) -> dict[str, Any]:
+def _with_blocklist(remedy: dict[str, Any], family: Any, failing: list, flashinfer: str | None,
+                    gpu_name: str | None = None) -> dict[str, Any]:
     """A blocklist remedy with the file's content filled in (when this FlashInfer reads one)."""
     from tilefit.errors import UsageError
 
     if remedy["kind"] != "blocklist" or not remedy["setting"]:
         return remedy
     try:
-        content = family.blocklist(failing, flashinfer=flashinfer)
+        content = family.blocklist(failing, flashinfer=flashinfer, gpu_name=gpu_name)
     except UsageError as e:  # FlashInfer before 0.6.15 has no blocklist
         return {**remedy, "setting": "", "text": str(e)}
     from tilefit.kernels.flashinfer_cutlass.catalog import latest_version

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         if not hasattr(family, "blocklist"):
             raise UsageError(f"{family.name} has no engine blocklist; --emit-blocklist applies to "
                              f"flashinfer-cutlass")
-        print(family.blocklist(verdicts))
+        print(family.blocklist(verdicts, gpu_name=gpu.name if gpu else None))
         return 0
 
     grouped = hasattr(family, "tile") and not (args.all or args.config or args.json or args.verify)

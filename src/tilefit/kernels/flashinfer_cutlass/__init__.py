@@ -28,6 +28,10 @@ BLOCKLIST_ENV = "FLASHINFER_TACTICS_BLOCKLIST"
 # FlashInfer's autotuner keys: f"{custom_op}::{runner class}", custom_op per GEMM (fused_moe/core.py).
 BLOCKLIST_KEYS = {"gemm1": "trtllm::fused_moe::gemm1::MoERunner",
                   "gemm2": "trtllm::fused_moe::gemm2::MoERunner"}
+# Every key flashinfer/autotuner's _collect_metadata() fills (0.6.15-0.7.4 wheels; cutlass_dsl_version
+# from 0.7.0): TacticsBlocklist.load compares each and skips the file on a mismatch unless it is "*".
+METADATA_KEYS = ("flashinfer_version", "cuda_version", "cublas_version", "cudnn_version",
+                 "cudnn_frontend_version", "cutlass_dsl_version", "gpu")
 BLOCKLIST_SINCE = "0.6.15"  # autotuner reads FLASHINFER_TACTICS_BLOCKLIST from 0.6.15 (absent in 0.6.14)
 
 
@@ -35,19 +39,21 @@ class FlashInferCutlassFamily:
     """The kernel-family protocol for FlashInfer's CUTLASS MoE grouped GEMMs."""
 
     name = "flashinfer-cutlass"
-    options = ("flashinfer", "gemm")  # the fit command's family-specific flags it accepts
+    options = ("flashinfer", "gemm", "fused_finalize")  # the family-specific options it accepts
 
     def dtypes(self, arch: Arch) -> Sequence[str]:
         return catalog.dtypes_for(arch.name)
 
     def configs(self, arch: Arch, dtype: str, flashinfer: str | None = None, gemm: str | None = None,
-                **_shape: Any) -> Sequence[Tactic]:
-        """Every tactic FlashInfer `flashinfer` (default: latest catalogued) profiles, in its order.
+                fused_finalize: bool = True, **_shape: Any) -> Sequence[Tactic]:
+        """Every tactic FlashInfer `flashinfer` (default: latest catalogued) profiles, in its order;
+        `fused_finalize` False is the list an engine that turns fused finalize off profiles (FINALIZE
+        copies left out from FlashInfer 0.6.15, so later ids move).
 
         Shape options (tokens, hidden, ...) are accepted and ignored: the tactic list and each
         tactic's footprint do not depend on the GEMM's sizes.
         """
-        return catalog.tactics(arch.name, dtype, flashinfer, gemm)
+        return catalog.tactics(arch.name, dtype, flashinfer, gemm, fused_finalize)
 
     def parse_config(self, text: str, dtype: str, arch: Arch | None = None, flashinfer: str | None = None,
                      gemm: str | None = None, **_options: Any) -> Tactic:
@@ -199,13 +205,15 @@ class FlashInferCutlassFamily:
                 if c == (config if config.gemm else dataclasses.replace(config, gemm=c.gemm))]
 
     def blocklist(self, verdicts: Iterable[FitVerdict], flashinfer: str | None = None,
-                  **_options: Any) -> str:
+                  gpu_name: str | None = None, **_options: Any) -> str:
         """JSON for FLASHINFER_TACTICS_BLOCKLIST (a file path): every tactic predicted not to launch.
 
         Format (flashinfer/autotuner, FlashInfer >= 0.6.15): {"invalid_tactics":
         {"trtllm::fused_moe::gemm1::MoERunner": [ids], "trtllm::fused_moe::gemm2::MoERunner": [ids]}},
-        ids being the autotuner's tactic indices (gemm2's continue after gemm1's). No "_metadata": the
-        loader then applies the list on any GPU, so write one file per GPU model and FlashInfer version.
+        ids being the autotuner's tactic indices (gemm2's continue after gemm1's). A "_metadata" block
+        names the FlashInfer version and, given `gpu_name` (torch's device name), the GPU: FlashInfer
+        skips the file where either differs, since the ids belong to that pair; the keys it also
+        compares (CUDA, cuBLAS, cuDNN, CuTe-DSL versions) are "*", which matches anything.
         """
         verdicts = list(verdicts)
         versions = {v.config.flashinfer for v in verdicts if v.config.flashinfer}
@@ -221,7 +229,10 @@ class FlashInferCutlassFamily:
             t = v.config
             if v.status in (EXCEEDS_SMEM, NO_DISPATCH) and t.tactic_id is not None and t.gemm:
                 invalid.setdefault(BLOCKLIST_KEYS[t.gemm], []).append(t.tactic_id)
-        return json.dumps({"invalid_tactics": {k: sorted(ids) for k, ids in sorted(invalid.items())}},
+        meta = {key: "*" for key in METADATA_KEYS}
+        meta.update(flashinfer_version=version, gpu=gpu_name or "*")
+        return json.dumps({"_metadata": meta,
+                           "invalid_tactics": {k: sorted(ids) for k, ids in sorted(invalid.items())}},
                           indent=2)
 
     def note(self, flashinfer: str | None = None, **_options: Any) -> str | None:

@@ -110,6 +110,7 @@ class TacticList:
     native: tuple[tuple[str, tuple[int, int, int], tuple[int, int, int] | None], ...] = ()
     native_epilogues: tuple[str, ...] = ()
     native_dispatch: frozenset[str] = frozenset()
+    swap_ab: bool = True  # 0.5.2 lists no swap-AB copies
 
     def covers(self, version: tuple[int, ...]) -> bool:
         return self.min <= version and (self.max is None or version < self.max)
@@ -146,6 +147,7 @@ def tactic_lists() -> tuple[TacticList, ...]:
                 ampere=ampere, epilogues=tuple(raw.get("epilogues", ["tma"])),
                 native=_configs(native.get("configs", [])), native_epilogues=tuple(native.get("epilogues", [])),
                 native_dispatch=frozenset(native.get("dispatch", [])),
+                swap_ab=bool(raw.get("swap_ab", True)),
             ))
     return tuple(out)
 
@@ -222,17 +224,29 @@ def enum_name(enum_bytes: str) -> str:
     return f"CtaShape{enum_bytes}"
 
 
-def expand(tl: TacticList, arch: str, dtype: str, gemm: str, version: str) -> list[Tactic]:
-    """The tactic list of one GEMM, in FlashInfer's order (getTmaWarpSpecializedConfigs)."""
+def finalize_switch_since() -> str:
+    """The first FlashInfer whose op hands the caller's use_fused_finalize to the runner before it
+    lists the tactics: from it on, fused finalize off leaves gemm2's FINALIZE copies out."""
+    return str(_data()["sources"]["finalize_switch_since"])
+
+
+def expand(tl: TacticList, arch: str, dtype: str, gemm: str, version: str,
+           fused_finalize: bool = True) -> list[Tactic]:
+    """The tactic list of one GEMM, in FlashInfer's order (getTmaWarpSpecializedConfigs).
+    `fused_finalize` False (the engine turns it off) drops the FINALIZE copies where this
+    FlashInfer honours the switch; before that they are listed whatever the caller passes."""
+    honoured = parse_version(version) >= parse_version(finalize_switch_since())
+    finalize = tl.finalize and (fused_finalize or not honoured)
     base = [Tactic(arch, dtype, enum_name(e), enum_to_tile(e, dtype), cluster, "none", False,
                    "tma-ws", gemm, None, version, None, dyn, epi, True)
             for epi in tl.native_epilogues for e, cluster, dyn in tl.native]  # SM103 ahead of SM100
     base += [Tactic(arch, dtype, enum_name(e), enum_to_tile(e, dtype), cluster, "none", False,
                     "tma-ws", gemm, None, version, None, dyn, epi)
              for epi in tl.epilogues for e, cluster, dyn in tl.configs]
-    if gemm == "gemm2" and tl.finalize:  # FINALIZE copies, then those on NO_SMEM are dropped
+    if gemm == "gemm2" and finalize:  # FINALIZE copies, then those on NO_SMEM are dropped
         base += [with_changes(t, fusion="finalize") for t in base if t.epilogue == "tma"]
-    base += [with_changes(t, swap_ab=True) for t in base]
+    if tl.swap_ab:
+        base += [with_changes(t, swap_ab=True) for t in base]
     base += [Tactic(arch, dtype, f"CtaShape{m}x{n}x{k}_s{s}", (m, n, k), (1, 1, 1), "none", False,
                     "ampere", gemm, s, version) for (m, n, k), s in tl.ampere]
     return base
@@ -244,14 +258,16 @@ def with_changes(t: Tactic, **changes: Any) -> Tactic:
 
 
 def tactics(arch: str, dtype: str, flashinfer: str | None = None,
-            gemm: str | None = None) -> list[Tactic]:
-    """Every tactic FlashInfer enumerates, with the ids its autotuner uses (gemm2 ids follow gemm1's)."""
+            gemm: str | None = None, fused_finalize: bool = True) -> list[Tactic]:
+    """Every tactic FlashInfer enumerates, with the ids its autotuner uses (gemm2 ids follow gemm1's).
+    With `fused_finalize` False the FINALIZE copies are left out (FlashInfer >= 0.6.15), so the
+    swap-AB copies after them take lower ids: the list the engine really profiles."""
     if gemm is not None and gemm not in GEMMS:
         raise UsageError(f"unknown gemm {gemm!r}; use gemm1 (gate/up) or gemm2 (down)")
     version = flashinfer or latest_version()
     tl = find_list(arch, dtype, version)
-    g1 = expand(tl, arch, dtype, "gemm1", version)
-    g2 = expand(tl, arch, dtype, "gemm2", version)
+    g1 = expand(tl, arch, dtype, "gemm1", version, fused_finalize)
+    g2 = expand(tl, arch, dtype, "gemm2", version, fused_finalize)
     numbered = [with_changes(t, tactic_id=i) for i, t in enumerate(g1 + g2)]
     return [t for t in numbered if gemm is None or t.gemm == gemm]
 
