@@ -23,13 +23,24 @@ def test_sglang_nvfp4_sm120_is_flashinfer_cutlass():
     assert get_engine("sglang").backend("nvfp4", "sm121").family == "flashinfer-cutlass"
 
 
-def test_sglang_before_0_5_15_needs_the_flag():
-    # The SM120 auto rule is in sglang 0.5.15's server_args.py and absent from 0.5.10's.
-    c = get_engine("sglang").backend("nvfp4", "sm120", version="0.5.10")
-    assert c.family == "flashinfer-cutlass"
-    assert any("assumes --moe-runner-backend flashinfer_cutlass" in x for x in c.caveats)
-    newer = get_engine("sglang").backend("nvfp4", "sm120", version="0.5.15.post1")
-    assert not any("assumes" in x for x in newer.caveats)
+def test_sglang_before_0_5_13_needs_the_flag():
+    # The SM120 auto rule is in the sglang wheels from 0.5.13 (server_args.py; arg_groups/overrides.py
+    # from 0.5.15) and absent from 0.5.10-0.5.12.post1.
+    for old in ("0.5.10", "0.5.12.post1"):
+        c = get_engine("sglang").backend("nvfp4", "sm120", version=old)
+        assert c.family == "flashinfer-cutlass"
+        assert any("assumes --moe-runner-backend flashinfer_cutlass" in x for x in c.caveats)
+    newer = get_engine("sglang").backend("nvfp4", "sm120", version="0.5.13")
+    assert not any("assumes --moe" in x for x in newer.caveats)
+
+
+def test_sglang_sm120_rule_reads_the_quantization_flag():
+    # 0.5.13-0.5.23: auto -> flashinfer_cutlass only when quantization == "modelopt_fp4" was given.
+    given = get_engine("sglang").backend("nvfp4", "sm120", version="0.5.23",
+                                         flags={"quantization": "modelopt_fp4"})
+    assert given.engine_backend == "flashinfer_cutlass"
+    with pytest.raises(UsageError, match="--quantization modelopt_fp4"):
+        get_engine("sglang").backend("nvfp4", "sm120", version="0.5.23", flags={})
 
 
 @pytest.mark.parametrize("arch,needle", [("sm100", "flashinfer_trtllm"), ("sm90", "Marlin")])

@@ -90,7 +90,7 @@ def _family_dtype(rule_dtype: str, weight_dtype: str) -> str:
 
 
 def _matches(rule: dict[str, Any], dtype: str, arch: str, version: str | None, layout: Layout,
-             environ: Mapping[str, str]) -> bool:
+             environ: Mapping[str, str], flags: Mapping[str, str] | None = None) -> bool:
     if "dtypes" in rule and dtype not in rule["dtypes"]:
         return False
     if "archs" in rule and arch not in rule["archs"]:
@@ -98,6 +98,10 @@ def _matches(rule: dict[str, Any], dtype: str, arch: str, version: str | None, l
     if "ep_gt1" in rule and bool(rule["ep_gt1"]) != (layout.ep > 1):
         return False
     if any(environ.get(k) != v for k, v in rule.get("env", {}).items()):
+        return False
+    # `flags`: launch flags a rule reads (sglang's SM120 rule reads --quantization). None: the
+    # command line is not known, so the rule is taken and its caveat says what it assumed.
+    if flags is not None and any(flags.get(k) != v for k, v in rule.get("flags", {}).items()):
         return False
     low, high = rule.get("applies", ["", ""])
     return VersionRange(low, high).contains(version)
@@ -141,7 +145,8 @@ class TableEngine:
 
     def backend(self, weight_dtype: str, arch: Arch | str, *, layout: Layout | None = None,
                 version: str | None = None, override: str | None = "auto",
-                environ: Mapping[str, str] | None = None) -> BackendChoice:
+                environ: Mapping[str, str] | None = None,
+                flags: Mapping[str, str] | None = None) -> BackendChoice:
         """The kernel family this engine runs for experts stored as `weight_dtype` on `arch`.
 
         `override` is the CLI's `--backend` (auto | triton | flashinfer-cutlass). Paths tilefit
@@ -158,7 +163,7 @@ class TableEngine:
             return self._forced(dtype, a, choice)
         lay, env = layout or Layout(), environ or {}
         for rule in self.facts.rules:
-            if not _matches(rule, dtype, a.name, version, lay, env):
+            if not _matches(rule, dtype, a.name, version, lay, env, flags):
                 continue
             if not rule["family"]:
                 raise UsageError(f"{self.name} + {dtype} on {a.name}: {rule['rule']}")
