@@ -153,3 +153,25 @@ def test_every_combination_answers_or_says_why():
         assert isinstance(c, BackendChoice) and c.sources and c.rule and c.selector
         assert c.family in ("triton-moe", "flashinfer-cutlass")
         assert c.as_dict()["family"] == c.family
+
+
+def test_vllm_bf16_on_sm120_by_version():
+    # 0.20.0+: the priority list puts FLASHINFER_CUTLASS ahead of TRITON; 0.11.0-0.19.1: only with
+    # VLLM_USE_FLASHINFER_MOE_FP16=1 under EP; before 0.11: Triton (vllm wheels 0.9.0-0.33.0).
+    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.20.0").family == "flashinfer-cutlass"
+    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.19.1").family == "triton-moe"
+    env = {"VLLM_USE_FLASHINFER_MOE_FP16": "1"}
+    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.19.1", environ=env,
+                           ep=8).family == "flashinfer-cutlass"
+    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.19.1", environ=env,
+                           ep=1).family == "triton-moe"
+    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.10.2", environ=env,
+                           ep=8).family == "triton-moe"
+
+
+def test_vllm_nvfp4_on_sm120_by_version():
+    assert resolve_backend("vllm", "nvfp4", "sm120", engine_version="0.15.0").family == "flashinfer-cutlass"
+    with pytest.raises(UsageError, match="VLLM_USE_FLASHINFER_MOE_FP4"):
+        resolve_backend("vllm", "nvfp4", "sm120", engine_version="0.14.1")
+    assert resolve_backend("vllm", "nvfp4", "sm120", engine_version="0.12.0",
+                           environ={"VLLM_USE_FLASHINFER_MOE_FP4": "1"}).family == "flashinfer-cutlass"
