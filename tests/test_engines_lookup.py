@@ -60,8 +60,9 @@ def test_sglang_config_dir_layouts(tmp_path):
 
 
 def test_sglang_other_triton_version_fallback(tmp_path):
-    # sglang >= 0.5.15 lists triton_* folders on disk newest first; < 0.5.15 uses the fixed
-    # list 3.4.0, 3.3.1, 3.2.0, 3.1.0. Either way it loads the file with a warning.
+    # sglang >= 0.5.12 lists triton_* folders on disk newest first; 0.5.10-0.5.11 use the fixed
+    # list 3.4.0, 3.3.1, 3.2.0, 3.1.0 (fused_moe_triton_config.py in those wheels). Either way it
+    # loads the file with a warning.
     name = "E=8,N=7168,device_name=NVIDIA_GeForce_RTX_5090.json"
     p = _sglang_file(tmp_path / "configs", "triton_3_0_0", name)
     r = get_engine("sglang").find_tuned_config(E=8, N=7168, device_name=DEV, weight_dtype="bf16",
@@ -72,6 +73,13 @@ def test_sglang_other_triton_version_fallback(tmp_path):
                             version="0.5.10")
     assert old.found is None  # 3.0.0 is not in the old fixed list
     assert tmp_path / "configs" / "triton_3_1_0" / name in old.tried
+    for listing in ("0.5.12", "0.5.14"):  # the on-disk listing arrived in 0.5.12, not 0.5.15
+        assert get_engine("sglang").find_tuned_config(
+            E=8, N=7168, device_name=DEV, weight_dtype="bf16", triton_version="3.6.0",
+            config_dir=tmp_path, environ={}, version=listing).found == p
+    assert get_engine("sglang").find_tuned_config(
+        E=8, N=7168, device_name=DEV, weight_dtype="bf16", triton_version="3.6.0",
+        config_dir=tmp_path, environ={}, version="0.5.11").found is None
 
 
 def test_sglang_down_file_falls_back_to_up(tmp_path):

@@ -25,11 +25,14 @@ from tilefit.versions import parse_version as parse_triton_version
 TUNED_ENV = "SGLANG_MOE_CONFIG_DIR"  # replaces the package folder; <dir>/configs/triton_X_Y_Z/
 FUSED_FINALIZE_ENV = "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE"
 # Package-relative folders that hold the shipped files.
-PKG_ROOTS = (("srt", "layers", "moe", "moe_runner", "triton_utils"),  # >= 0.5.15
-             ("srt", "layers", "moe", "fused_moe_triton"))             # 0.5.10 and older
-# SGLang < 0.5.15 falls back through this fixed list (newest first); later versions list the
-# triton_* folders on disk, newest first.
+# (package-relative folder, first sglang version that has it): read from the sglang wheels
+# 0.5.10-0.5.23 (fused_moe_triton_config.py moved to moe_runner/triton_utils in 0.5.11).
+PKG_ROOTS = ((("srt", "layers", "moe", "moe_runner", "triton_utils"), "0.5.11"),
+             (("srt", "layers", "moe", "fused_moe_triton"), ""))
+# SGLang before 0.5.12 falls back through this fixed list (newest first); from 0.5.12 it lists the
+# triton_* folders on disk, newest first (wheels 0.5.10-0.5.11 vs 0.5.12-0.5.23).
 OLD_FALLBACK = ("3.4.0", "3.3.1", "3.2.0", "3.1.0")
+LISTS_FOLDERS_SINCE = "0.5.12"
 # The fused-finalize switch (environ.py): absent before 0.5.18, default on 0.5.18-0.5.20, off from 0.5.21.
 FF_SWITCH = VersionRange("0.5.18", "")
 FF_DEFAULT_ON = VersionRange("", "0.5.21")
@@ -179,11 +182,11 @@ class Sglang(TritonEngine):
             pkg = package_dir("sglang")
             if pkg is None:
                 notes.append("sglang is not installed here: its shipped configs were not searched")
-            for rel in PKG_ROOTS if pkg is not None else ():
+            for rel, _since in PKG_ROOTS if pkg is not None else ():
                 if pkg.joinpath(*rel, "configs").is_dir():
                     roots.append(pkg.joinpath(*rel, "configs"))
                     break
-        old = version is not None and parse_version(version) < (0, 5, 15)
+        old = version is not None and parse_version(version) < parse_version(LISTS_FOLDERS_SINCE)
         tried = [root / vdir / name for root in roots for vdir in _version_dirs(root, triton, old)]
         found = next((p for p in tried if p.is_file()), None)
         if found is not None and version_dir(triton) not in found.parts:
