@@ -1,0 +1,141 @@
+"""Reading an engine's arguments against a table of the flags that matter, the way its parser
+would: `--flag value` and `--flag=value`, store-true switches, argparse's unique-prefix
+abbreviations (sglang, vLLM; not TensorRT-LLM's click), and vLLM's underscore spellings.
+
+Flags not in the table are checked against every flag the engine's parser accepts (read from the
+wheels into data/flags.toml): known ones are `ignored`, the rest `unknown`; none is dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from tilefit._toml import load_package_toml
+from tilefit.errors import UsageError
+
+KINDS = ("int", "float", "str", "bool", "ints", "negbool")
+
+
+@dataclass(frozen=True, slots=True)
+class Flag:
+    """A flag that changes tilefit's answer: its spellings, the value's kind, tilefit's name."""
+
+    names: tuple[str, ...]
+    name: str  # key in the parsed values, e.g. "tp"
+    kind: str = "int"  # int | float | str | bool (store_true) | ints (one or more) | negbool
+    note: str = ""  # e.g. "removed in sglang 0.5.3": said when the flag is used
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown flag kind {self.kind!r}")
+
+
+@dataclass(slots=True)
+class Parsed:
+    values: dict[str, object] = field(default_factory=dict)
+    positionals: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seen: dict[str, str] = field(default_factory=dict)  # tilefit name -> the spelling used
+
+
+@lru_cache(maxsize=None)
+def known_flags(engine: str) -> frozenset[str]:
+    """Every flag the engine's parser accepts in some version read."""
+    return frozenset(load_package_toml("tilefit.launch", "flags.toml").get(engine, {}))
+
+
+def _is_flag(word: str) -> bool:
+    if not word.startswith("-") or word == "-":
+        return False
+    try:
+        float(word)
+        return False  # a negative number is a value
+    except ValueError:
+        return True
+
+
+def _convert(flag: Flag, spelled: str, raw: str) -> object:
+    try:
+        if flag.kind == "int":
+            return int(raw)
+        if flag.kind == "float":
+            return float(raw)
+    except ValueError:
+        hint = " (a shell variable tilefit cannot resolve: give its value)" if "$" in raw else ""
+        raise UsageError(f"{spelled} {raw!r}: expected {'an integer' if flag.kind == 'int' else 'a number'}"
+                         f"{hint}") from None
+    return raw
+
+
+def parse_args(args: list[str] | tuple[str, ...], table: tuple[Flag, ...], engine: str, *,
+               abbrev: bool = True, underscores: bool = False) -> Parsed:
+    """Parse `args` with `table`; other flags are sorted into ignored/unknown."""
+    by_name = {n: f for f in table for n in f.names}
+    known = known_flags(engine)
+    out = Parsed()
+    words = list(args)
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not _is_flag(word):
+            out.positionals.append(word)
+            continue
+        spelled, eq, inline = word.partition("=")
+        name = spelled.replace("_", "-") if underscores and spelled.startswith("--") else spelled
+        flag = by_name.get(name) or by_name.get(spelled)
+        if flag is None and name not in known and abbrev and name.startswith("--"):
+            name = _abbreviation(name, set(by_name) | known, out)
+            flag = by_name.get(name)
+        if flag is None:
+            # Value-taking or not is unknown for flags outside the table: a following word that
+            # is not a flag is taken as this flag's value (engines put positionals first).
+            if not eq and i < len(words) and not _is_flag(words[i]):
+                i += 1
+            base = name.split(".", 1)[0]  # vLLM's --attention-config.key=value
+            (out.ignored if name in known or base in known else out.unknown).append(spelled)
+            continue
+        out.seen[flag.name] = spelled
+        if flag.note:
+            out.notes.append(f"{spelled}: {flag.note}")
+        if flag.kind == "bool":
+            out.values[flag.name] = inline.lower() not in ("false", "0") if eq else True
+            continue
+        if flag.kind == "negbool":
+            out.values[flag.name] = False
+            continue
+        if flag.kind == "ints":
+            values = [inline] if eq else []
+            while not eq and i < len(words) and not _is_flag(words[i]):
+                values.append(words[i])
+                i += 1
+            try:
+                out.values[flag.name] = tuple(int(v) for part in values for v in part.replace(",", " ").split())
+            except ValueError:
+                raise UsageError(f"{spelled} {' '.join(values)!r}: expected integers") from None
+            if not out.values[flag.name]:
+                raise UsageError(f"{spelled} needs at least one value")
+            continue
+        if eq:
+            raw = inline
+        elif i < len(words):
+            raw = words[i]
+            i += 1
+        else:
+            raise UsageError(f"{spelled} needs a value")
+        out.values[flag.name] = _convert(flag, spelled, raw)
+    return out
+
+
+def _abbreviation(name: str, candidates: set[str], out: Parsed) -> str:
+    """argparse's allow_abbrev: a unique prefix of one flag stands for it."""
+    matches = sorted(c for c in candidates if c.startswith(name))
+    if len(matches) == 1:
+        out.notes.append(f"{name} is read as {matches[0]} (the parser accepts a unique prefix)")
+        return matches[0]
+    if len(matches) > 1:
+        out.notes.append(f"{name} is ambiguous: {', '.join(matches[:4])}")
+    return name

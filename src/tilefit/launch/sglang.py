@@ -1,0 +1,110 @@
+"""sglang's launch flags -> LaunchSpec (server_args.py and arg_groups/ of the sglang wheels
+0.5.10-0.5.23; the legacy --enable-*-moe switches from 0.4.10.post2).
+
+sglang's --tp N is the GPU count of one model replica; --ep M carves expert parallelism out of
+that group (MoE runs EP M x TP N/M on the same N GPUs); --dp D with --enable-dp-attention splits
+attention inside those GPUs, without it --dp D starts D replicas of N GPUs each.
+"""
+
+from __future__ import annotations
+
+from tilefit.errors import UsageError
+from tilefit.launch.flags import Flag, parse_args
+from tilefit.launch.types import LaunchSettings, LaunchSpec
+from tilefit.layout.plan import Layout
+
+ENGINE = "sglang"
+# All-to-all backends that set ep_size = tp_size (arg_groups/overrides.py _A2A_EP_SPANNING_BACKENDS
+# in 0.5.23; server_args.py _handle_a2a_moe for deepep/mooncake/nixl in 0.5.10).
+EP_SPANNING_A2A = frozenset({"deepep", "deepep_v2", "megamoe", "mooncake", "nixl", "ascend_fuseep",
+                             "flashinfer", "flashinfer_megamoe", "mori", "pplx"})
+_REMOVED = "sglang 0.4.x switch, an error from 0.5.3 (DeprecatedAction) and unknown from 0.5.5"
+
+TABLE = (
+    Flag(("--model-path", "--model"), "model", "str"),
+    # argparse accepts unique prefixes: --tp, --ep and --dp stand for --tp-size, --ep-size, --dp-size.
+    Flag(("--tp-size", "--tensor-parallel-size", "--tp"), "tp"),
+    Flag(("--ep-size", "--expert-parallel-size", "--ep"), "ep"),
+    Flag(("--dp-size", "--data-parallel-size", "--dp"), "dp"),
+    Flag(("--pp-size", "--pipeline-parallel-size"), "pp"),
+    Flag(("--nnodes",), "nnodes"),
+    Flag(("--enable-dp-attention",), "dp_attention", "bool"),
+    Flag(("--moe-a2a-backend",), "a2a", "str"),
+    Flag(("--moe-dense-tp-size",), "moe_dense_tp", "int"),
+    Flag(("--quantization",), "quantization", "str"),
+    Flag(("--moe-runner-backend",), "moe_backend", "str"),
+    Flag(("--kv-cache-dtype",), "kv_cache_dtype", "str"),
+    Flag(("--dtype",), "dtype", "str"),
+    Flag(("--mem-fraction-static",), "mem_fraction", "float"),
+    Flag(("--max-running-requests",), "max_running_requests"),
+    Flag(("--context-length",), "context_length"),
+    Flag(("--chunked-prefill-size",), "chunked_prefill_size"),
+    Flag(("--cuda-graph-bs", "--cuda-graph-bs-decode"), "cuda_graph_bs", "ints"),
+    Flag(("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"), "cuda_graph_max_bs"),
+    Flag(("--disable-cuda-graph",), "disable_cuda_graph", "bool"),
+    Flag(("--disable-flashinfer-autotune",), "no_autotune", "bool"),
+    Flag(("--enable-ep-moe",), "legacy_ep", "bool", f"{_REMOVED}; it set the EP size to the TP size"),
+    Flag(("--enable-deepep-moe",), "legacy_deepep", "bool",
+         f"{_REMOVED}; it selected DeepEP, which sets the EP size to the TP size"),
+    Flag(("--enable-flashinfer-cutlass-moe",), "legacy_fi_cutlass", "bool",
+         f"{_REMOVED}; it selected the flashinfer_cutlass MoE runner"),
+)
+
+
+def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec:
+    p = parse_args(args, TABLE, ENGINE)
+    v = p.values
+    model = v.get("model") or (p.positionals[0] if p.positionals else None)
+    if not model:
+        raise UsageError("the sglang command names no model: add --model-path MODEL")
+    tp, ep, dp = int(v.get("tp", 1)), int(v.get("ep", 1)), int(v.get("dp", 1))
+    pp, nodes = int(v.get("pp", 1)), int(v.get("nnodes", 1))
+    notes = list(p.notes)
+    a2a = v.get("a2a")
+    if v.get("legacy_ep") or v.get("legacy_deepep") or a2a in EP_SPANNING_A2A:
+        why = f"--moe-a2a-backend {a2a}" if a2a in EP_SPANNING_A2A else "the legacy EP switch"
+        if ep != tp:
+            notes.append(f"{why} sets the EP size to the TP size ({tp})")
+        ep = tp
+    for name, value in (("--tp-size", tp), ("--ep-size", ep), ("--dp-size", dp), ("--pp-size", pp)):
+        if value < 1:
+            raise UsageError(f"sglang {name} must be >= 1, got {value}")
+    if tp % ep:
+        raise UsageError(f"sglang carves --ep-size out of --tp-size: {ep} does not divide {tp}")
+    dp_attention = bool(v.get("dp_attention"))
+    if dp_attention and dp == 1:
+        # server_args.py _handle_data_parallelism (0.5.10): dp_size 1 turns DP attention off.
+        notes.append("--enable-dp-attention with --dp-size 1: sglang 0.5.x turns DP attention off "
+                     "(sglang 0.4.1 set the DP size to the TP size by itself)")
+        dp_attention = False
+    if dp_attention and tp % dp:
+        raise UsageError(f"sglang --enable-dp-attention splits the {tp} GPUs of --tp-size into "
+                         f"--dp-size groups: {dp} does not divide {tp}")
+    replicas = 1 if dp_attention else dp
+    if ep > 1:
+        notes.append(f"--ep-size {ep} is carved out of --tp-size {tp}: MoE runs EP{ep} x TP{tp // ep} "
+                     f"on the same {tp} GPUs")
+    if dp > 1:
+        notes.append(f"--dp-size {dp} with --enable-dp-attention: attention TP{tp // dp} x DP{dp} inside "
+                     f"the {tp} GPUs" if dp_attention else
+                     f"--dp-size {dp} without --enable-dp-attention: {dp} replicas of {tp} GPUs each")
+    layout = Layout(tp=tp // ep, ep=ep, dp=dp if dp_attention else 1)
+    backend = v.get("moe_backend") or ("flashinfer_cutlass" if v.get("legacy_fi_cutlass") else None)
+    extra = tuple((k, str(v[k])) for k in ("a2a", "moe_dense_tp") if k in v)
+    settings = LaunchSettings(
+        quantization=v.get("quantization"), moe_backend=backend,  # type: ignore[arg-type]
+        kv_cache_dtype=v.get("kv_cache_dtype"), dtype=v.get("dtype"),  # type: ignore[arg-type]
+        mem_fraction=v.get("mem_fraction"),  # type: ignore[arg-type]
+        mem_fraction_kind="static" if "mem_fraction" in v else None,
+        max_running_requests=v.get("max_running_requests"),  # type: ignore[arg-type]
+        context_length=v.get("context_length"),  # type: ignore[arg-type]
+        chunked_prefill_size=v.get("chunked_prefill_size"),  # type: ignore[arg-type]
+        cuda_graph_batch_sizes=v.get("cuda_graph_bs"),  # type: ignore[arg-type]
+        cuda_graph_max_bs=v.get("cuda_graph_max_bs"),  # type: ignore[arg-type]
+        disable_cuda_graph=bool(v.get("disable_cuda_graph")),
+        flashinfer_autotune=False if v.get("no_autotune") else None,
+        extra=tuple((("moe_a2a_backend" if k == "a2a" else "moe_dense_tp_size"), val) for k, val in extra))
+    extra_pos = p.positionals[1:] if not v.get("model") else p.positionals
+    return LaunchSpec(ENGINE, str(model), layout, tp * pp * replicas, settings, env,
+                      tuple(p.ignored), tuple(p.unknown) + tuple(extra_pos), tuple(args),
+                      replicas=replicas, pipeline=pp, nodes=nodes, notes=tuple(notes))

@@ -1,0 +1,137 @@
+"""A pasted launch command -> the engine invocation in it: which engine, its arguments, and the
+environment it starts with.
+
+Commands are pasted as people post them: `\\` line continuations (with stray trailing spaces),
+`export` lines and leading VAR=value, shell variables, wrappers (docker run -e, mpirun -x, env,
+hf jobs run), comments and a trailing `&`. Nothing is executed; variables are expanded only from
+assignments in the command itself.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from tilefit.errors import UsageError
+
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
+_SEPARATORS = {";", "&&", "||", "&", "|"}
+# Container images that start an engine's server with the image's entry point.
+_IMAGES = (("vllm/vllm-openai", "vllm"), ("lmsysorg/sglang", "sglang"))
+# Wrapper flags that set the environment of the command they start.
+_ENV_FLAGS = {"-e", "--env", "-x"}
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    engine: str  # "sglang" | "vllm" | "trtllm"
+    entry: str  # how it was started, e.g. "python -m sglang.launch_server"
+    args: tuple[str, ...]  # the engine's own arguments
+    env: tuple[tuple[str, str], ...]
+
+
+def _statements(text: str) -> list[list[str]]:
+    """Shell words per statement (newlines, ;, &&, ||, | and & end a statement)."""
+    text = _CONTINUATION.sub(" ", text.replace("\r\n", "\n"))
+    out: list[list[str]] = []
+    for line in text.split("\n"):
+        lex = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+        lex.whitespace_split = True
+        lex.commenters = "#"
+        try:
+            words = list(lex)
+        except ValueError as e:  # an unclosed quote
+            raise UsageError(f"cannot read the launch command: {e} in {line.strip()[:80]!r}") from None
+        current: list[str] = []
+        for w in words:
+            if w in _SEPARATORS:
+                out.append(current)
+                current = []
+            else:
+                current.append(w)
+        out.append(current)
+    return [s for s in out if s]
+
+
+def _expand(word: str, env: dict[str, str]) -> str:
+    return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), word)
+
+
+def _entry(words: list[str]) -> tuple[int, int, str, str] | None:
+    """(start, end, engine, entry text) of the engine entry point in one statement's words."""
+    for i, w in enumerate(words):
+        base = w.rsplit("/", 1)[-1]
+        nxt = words[i + 1] if i + 1 < len(words) else ""
+        if base.startswith("python") and nxt == "-m" and i + 2 < len(words):
+            module = words[i + 2]
+            if module in ("sglang.launch_server", "sglang.srt.server"):
+                return i, i + 3, "sglang", f"{base} -m {module}"
+            if module.startswith("vllm.entrypoints.openai.api_server"):
+                return i, i + 3, "vllm", f"{base} -m {module}"
+            if module in ("vllm.entrypoints.cli.main",) and i + 3 < len(words) and words[i + 3] == "serve":
+                return i, i + 4, "vllm", f"{base} -m {module} serve"
+        if base in ("sglang", "vllm") and nxt == "serve":
+            return i, i + 2, base, f"{base} serve"
+        if base == "trtllm-serve":
+            end = i + 2 if nxt == "serve" else i + 1
+            return i, end, "trtllm", "trtllm-serve"
+        for image, engine in _IMAGES:
+            if w.split(":", 1)[0].endswith(image) and i > 0:
+                # The image's entry point runs the server; `vllm serve` may follow explicitly.
+                rest = words[i + 1:i + 3]
+                if rest == [engine, "serve"]:
+                    return i, i + 3, engine, f"{w} {engine} serve"
+                return i, i + 1, engine, f"{w} (image entry point)"
+    return None
+
+
+def parse_command(command: str | list[str] | tuple[str, ...]) -> Invocation:
+    """The engine invocation in `command` (text as pasted, or argv words)."""
+    if isinstance(command, (list, tuple)):
+        text = " ".join(shlex.quote(w) for w in command)
+    else:
+        text = str(command)
+    shell: dict[str, str] = {}  # VAR=value lines: usable for $VAR, not exported
+    exported: dict[str, str] = {}
+    for words in _statements(text):
+        words = [_expand(w, {**shell, **exported}) for w in words]
+        found = _entry(words)
+        if found is None:
+            _assignments(words, shell, exported)
+            continue
+        start, end, engine, entry = found
+        env = dict(exported)
+        before = words[:start]
+        for j, w in enumerate(before):
+            m = _ASSIGN.match(w)
+            prev = before[j - 1] if j else ""
+            if prev in _ENV_FLAGS and m:
+                env[m.group(1)] = m.group(2)
+            elif w.startswith("--env=") and _ASSIGN.match(w[6:]):
+                k, v = _ASSIGN.match(w[6:]).groups()  # type: ignore[union-attr]
+                env[k] = v
+            elif m and prev not in ("-v", "--volume", "-p"):
+                env[m.group(1)] = m.group(2)
+        return Invocation(engine, entry, tuple(words[end:]), tuple(sorted(env.items())))
+    raise UsageError("no sglang, vLLM or TensorRT-LLM server command found; tilefit reads "
+                     "`python -m sglang.launch_server ...`, `sglang serve ...`, `vllm serve MODEL ...`, "
+                     "`python -m vllm.entrypoints.openai.api_server ...` and `trtllm-serve MODEL ...`")
+
+
+def _assignments(words: list[str], shell: dict[str, str], exported: dict[str, str]) -> None:
+    """`export A=1 B=2`, `A=1` and `env A=1` lines before the command."""
+    if words[0] == "export":
+        for w in words[1:]:
+            m = _ASSIGN.match(w)
+            if m:
+                exported[m.group(1)] = m.group(2)
+        return
+    for w in words:
+        m = _ASSIGN.match(w)
+        if m:
+            shell[m.group(1)] = m.group(2)
+        elif w != "env":
+            break

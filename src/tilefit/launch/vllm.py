@@ -1,0 +1,92 @@
+"""vLLM's launch flags -> LaunchSpec (engine/arg_utils.py and entrypoints of the vllm wheels
+0.9.0-0.33.0; the MoE layout from fused_moe/config.py FusedMoEParallelConfig.make).
+
+vLLM uses tensor x data x pipeline parallel GPUs. Its MoE layers flatten TP across DP: without
+--enable-expert-parallel they run TP over all tp x dp GPUs; with it, EP over all of them (TP 1).
+"""
+
+from __future__ import annotations
+
+from tilefit.errors import UsageError
+from tilefit.launch.flags import Flag, parse_args
+from tilefit.launch.options_file import read_options
+from tilefit.launch.types import LaunchSettings, LaunchSpec
+from tilefit.layout.plan import Layout
+
+ENGINE = "vllm"
+
+TABLE = (
+    Flag(("--model",), "model", "str"),
+    Flag(("--tensor-parallel-size", "-tp"), "tp"),
+    Flag(("--data-parallel-size", "-dp"), "dp"),
+    Flag(("--pipeline-parallel-size", "-pp"), "pp"),
+    Flag(("--enable-expert-parallel", "-ep"), "ep", "bool"),
+    Flag(("--no-enable-expert-parallel",), "ep", "negbool"),
+    Flag(("--quantization", "-q"), "quantization", "str"),
+    Flag(("--moe-backend",), "moe_backend", "str"),
+    Flag(("--kv-cache-dtype",), "kv_cache_dtype", "str"),
+    Flag(("--dtype",), "dtype", "str"),
+    Flag(("--gpu-memory-utilization",), "mem_fraction", "float"),
+    Flag(("--max-num-seqs",), "max_running_requests"),
+    Flag(("--max-model-len",), "context_length"),
+    Flag(("--max-num-batched-tokens",), "chunked_prefill_size"),
+    Flag(("--cudagraph-capture-sizes", "--cuda-graph-sizes"), "cuda_graph_bs", "ints"),
+    Flag(("--max-cudagraph-capture-size",), "cuda_graph_max_bs"),
+    Flag(("--enforce-eager",), "disable_cuda_graph", "bool"),
+    Flag(("--config",), "config", "str"),
+)
+
+
+def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=None) -> LaunchSpec:
+    p = parse_args(args, TABLE, ENGINE, underscores=True)
+    v = p.values
+    notes = list(p.notes)
+    if "config" in v:
+        # vLLM's --config YAML holds the same options; the command line wins over it.
+        from_file = read_options(str(v["config"]), read_file)
+        words: list[str] = []
+        for key, value in from_file.items():
+            flag = "--" + str(key).replace("_", "-")
+            if isinstance(value, bool):
+                words += [flag] if value else []
+            elif isinstance(value, list):
+                words += [flag] + [str(x) for x in value]
+            else:
+                words += [flag, str(value)]
+        file_p = parse_args(words, TABLE, ENGINE, underscores=True)
+        v = {**file_p.values, **v}
+        p.ignored += file_p.ignored
+        p.unknown += [f"{u} (in {v['config']})" for u in file_p.unknown]
+        notes.append(f"options read from --config {v['config']}")
+    model = v.get("model") or (p.positionals[0] if p.positionals else None)
+    if not model:
+        raise UsageError("the vLLM command names no model: `vllm serve MODEL` or --model MODEL")
+    tp, dp, pp = int(v.get("tp", 1)), int(v.get("dp", 1)), int(v.get("pp", 1))
+    for name, value in (("--tensor-parallel-size", tp), ("--data-parallel-size", dp),
+                        ("--pipeline-parallel-size", pp)):
+        if value < 1:
+            raise UsageError(f"vLLM {name} must be >= 1, got {value}")
+    moe_gpus = tp * dp
+    if v.get("ep") and moe_gpus > 1:
+        layout = Layout(tp=1, ep=moe_gpus, dp=dp)
+        notes.append(f"--enable-expert-parallel: MoE runs EP{moe_gpus} over all tp {tp} x dp {dp} GPUs")
+    else:
+        layout = Layout(tp=moe_gpus, ep=1, dp=dp)
+        if dp > 1:
+            notes.append(f"without --enable-expert-parallel vLLM flattens MoE TP over tp {tp} x dp {dp}: "
+                         f"TP{moe_gpus}")
+    settings = LaunchSettings(
+        quantization=v.get("quantization"), moe_backend=v.get("moe_backend"),  # type: ignore[arg-type]
+        kv_cache_dtype=v.get("kv_cache_dtype"), dtype=v.get("dtype"),  # type: ignore[arg-type]
+        mem_fraction=v.get("mem_fraction"),  # type: ignore[arg-type]
+        mem_fraction_kind="utilization" if "mem_fraction" in v else None,
+        max_running_requests=v.get("max_running_requests"),  # type: ignore[arg-type]
+        context_length=v.get("context_length"),  # type: ignore[arg-type]
+        chunked_prefill_size=v.get("chunked_prefill_size"),  # type: ignore[arg-type]
+        cuda_graph_batch_sizes=v.get("cuda_graph_bs"),  # type: ignore[arg-type]
+        cuda_graph_max_bs=v.get("cuda_graph_max_bs"),  # type: ignore[arg-type]
+        disable_cuda_graph=bool(v.get("disable_cuda_graph")))
+    extra_pos = p.positionals[1:] if not v.get("model") else p.positionals
+    return LaunchSpec(ENGINE, str(model), layout, moe_gpus * pp, settings, env, tuple(p.ignored),
+                      tuple(p.unknown) + tuple(extra_pos), tuple(args), pipeline=pp,
+                      notes=tuple(notes))

@@ -1,0 +1,89 @@
+"""Launch-command reading: each engine's parallel flags with its own meaning, settings, env,
+and unknown flags named (flag semantics read from the engines' wheels: sglang server_args.py and
+arg_groups 0.5.10-0.5.23, vLLM arg_utils.py and fused_moe/config.py 0.9.0-0.33.0, trtllm-serve's
+click options)."""
+
+import pytest
+
+from tilefit.errors import UsageError
+from tilefit.launch import parse_launch
+from tilefit.layout.plan import plan_layer
+from tilefit.models.catalog import load_model
+
+
+def test_sglang_tp8_ep8_is_eight_gpus_with_32_experts_each_for_glm5():
+    spec = parse_launch("python -m sglang.launch_server --model-path zai-org/GLM-5 --tp 8 --ep 8")
+    assert spec.gpus == 8 and (spec.layout.tp, spec.layout.ep) == (1, 8)
+    plan = plan_layer(load_model("glm-5"), spec.layout)
+    assert plan.local_experts == 32 and plan.routed[0].n == 2 * 2048
+    assert spec.headline().startswith("8 GPUs: sglang builds MoE EP8 on 8 GPUs")
+
+
+def test_vllm_expert_parallel_spans_tp_times_dp():
+    spec = parse_launch("vllm serve zai-org/GLM-5 -tp 4 -dp 2 --enable-expert-parallel")
+    assert spec.gpus == 8 and (spec.layout.tp, spec.layout.ep, spec.layout.dp) == (1, 8, 2)
+    no_ep = parse_launch("vllm serve zai-org/GLM-5 -tp 4 -dp 2")
+    assert (no_ep.layout.tp, no_ep.layout.ep) == (8, 1)  # MoE TP flattened over tp x dp
+
+
+def test_sglang_dp_without_dp_attention_is_replicas():
+    spec = parse_launch("sglang serve --model-path m --tp 4 --dp 2")
+    assert spec.gpus == 8 and spec.replicas == 2 and spec.layout.gpus == 4
+
+
+def test_settings_env_and_equals_form():
+    spec = parse_launch(
+        "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=1 python3 -m sglang.launch_server "
+        "--model-path=nvidia/GLM-5-NVFP4 --tp-size=4 --quantization modelopt_fp4 "
+        "--mem-fraction-static 0.85 --max-running-requests 64 --context-length 32768 "
+        "--chunked-prefill-size 8192 --cuda-graph-bs 1 2 4 8 --kv-cache-dtype fp8_e4m3 "
+        "--disable-flashinfer-autotune --moe-runner-backend flashinfer_cutlass")
+    s = spec.settings
+    assert spec.environ == {"SGLANG_FLASHINFER_MOE_FUSED_FINALIZE": "1"}
+    assert (s.quantization, s.moe_backend, s.kv_cache_dtype) == ("modelopt_fp4", "flashinfer_cutlass", "fp8_e4m3")
+    assert (s.mem_fraction, s.mem_fraction_kind, s.max_running_requests) == (0.85, "static", 64)
+    assert (s.context_length, s.chunked_prefill_size, s.cuda_graph_batch_sizes) == (32768, 8192, (1, 2, 4, 8))
+    assert s.flashinfer_autotune is False and spec.flags()["quantization"] == "modelopt_fp4"
+
+
+def test_vllm_settings_and_underscore_spelling():
+    spec = parse_launch("vllm serve m --tensor_parallel_size 2 --gpu-memory-utilization 0.9 "
+                        "--max-num-seqs 128 --max-model-len 8192 --max-num-batched-tokens 4096")
+    s = spec.settings
+    assert spec.gpus == 2 and s.mem_fraction_kind == "utilization" and s.max_running_requests == 128
+    assert (s.context_length, s.chunked_prefill_size) == (8192, 4096)
+
+
+def test_unknown_and_ignored_flags_are_named():
+    spec = parse_launch("vllm serve m --host 0.0.0.0 --frobnicate 3 --enable-prefix-caching")
+    assert "--host" in spec.ignored and "--enable-prefix-caching" in spec.ignored
+    assert spec.unknown == ("--frobnicate",)
+
+
+def test_trtllm_yaml_overrides_the_command_line():
+    yaml = "enable_attention_dp: true\nmoe_expert_parallel_size: 8\nkv_cache_config:\n  dtype: fp8\n" \
+           "  free_gpu_memory_fraction: 0.7\nmoe_config:\n  backend: CUTLASS\n  disable_finalize_fusion: true\n"
+    spec = parse_launch("trtllm-serve nvidia/DeepSeek-R1-FP4 --tp_size 8 --ep_size 4 --config opts.yml",
+                        read_file=lambda name: yaml)
+    assert (spec.layout.tp, spec.layout.ep, spec.layout.dp) == (1, 8, 8)
+    s = spec.settings
+    assert (s.kv_cache_dtype, s.mem_fraction, s.mem_fraction_kind, s.moe_backend) == ("fp8", 0.7, "free", "CUTLASS")
+    assert spec.flags()["moe_config.disable_finalize_fusion"] == "True"
+
+
+def test_legacy_sglang_switches_are_applied_and_said():
+    spec = parse_launch("python -m sglang.launch_server --model-path m --tp 8 --enable-ep-moe")
+    assert spec.layout.ep == 8 and any("0.5.3" in n for n in spec.notes)
+
+
+@pytest.mark.parametrize("command,needle", [
+    ("echo hello", "no sglang, vLLM or TensorRT-LLM server command"),
+    ("vllm serve", "names no model"),
+    ("python -m sglang.launch_server --model-path m --tp 8 --ep 3", "does not divide"),
+    ("python -m sglang.launch_server --model-path m --tp $TP", "shell variable"),
+    ("vllm serve 'm --tp 2", "cannot read the launch command"),
+    ("trtllm-serve m --config missing-file.yml", "cannot read the options file"),
+])
+def test_bad_commands_are_one_clear_error(command, needle):
+    with pytest.raises(UsageError, match=needle):
+        parse_launch(command)
