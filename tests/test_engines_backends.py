@@ -8,6 +8,7 @@ import pytest
 from tilefit.engines import BackendChoice, engine_names, get_engine
 from tilefit.engines.types import WEIGHT_DTYPES
 from tilefit.errors import UsageError
+from tilefit.layout.plan import Layout
 from tilefit.hw.catalog import all_archs, get_arch
 from tilefit.layout import Layout
 
@@ -158,20 +159,19 @@ def test_every_combination_answers_or_says_why():
 def test_vllm_bf16_on_sm120_by_version():
     # 0.20.0+: the priority list puts FLASHINFER_CUTLASS ahead of TRITON; 0.11.0-0.19.1: only with
     # VLLM_USE_FLASHINFER_MOE_FP16=1 under EP; before 0.11: Triton (vllm wheels 0.9.0-0.33.0).
-    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.20.0").family == "flashinfer-cutlass"
-    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.19.1").family == "triton-moe"
-    env = {"VLLM_USE_FLASHINFER_MOE_FP16": "1"}
-    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.19.1", environ=env,
-                           ep=8).family == "flashinfer-cutlass"
-    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.19.1", environ=env,
-                           ep=1).family == "triton-moe"
-    assert resolve_backend("vllm", "bf16", "sm120", engine_version="0.10.2", environ=env,
-                           ep=8).family == "triton-moe"
+    vllm = get_engine("vllm")
+    ep8, env = Layout(ep=8), {"VLLM_USE_FLASHINFER_MOE_FP16": "1"}
+    assert vllm.backend("bf16", "sm120", version="0.20.0").family == "flashinfer-cutlass"
+    assert vllm.backend("bf16", "sm120", version="0.19.1").family == "triton-moe"
+    assert vllm.backend("bf16", "sm120", version="0.19.1", environ=env, layout=ep8).family == "flashinfer-cutlass"
+    assert vllm.backend("bf16", "sm120", version="0.19.1", environ=env).family == "triton-moe"
+    assert vllm.backend("bf16", "sm120", version="0.10.2", environ=env, layout=ep8).family == "triton-moe"
 
 
 def test_vllm_nvfp4_on_sm120_by_version():
-    assert resolve_backend("vllm", "nvfp4", "sm120", engine_version="0.15.0").family == "flashinfer-cutlass"
+    vllm = get_engine("vllm")
+    assert vllm.backend("nvfp4", "sm120", version="0.15.0").family == "flashinfer-cutlass"
     with pytest.raises(UsageError, match="VLLM_USE_FLASHINFER_MOE_FP4"):
-        resolve_backend("vllm", "nvfp4", "sm120", engine_version="0.14.1")
-    assert resolve_backend("vllm", "nvfp4", "sm120", engine_version="0.12.0",
-                           environ={"VLLM_USE_FLASHINFER_MOE_FP4": "1"}).family == "flashinfer-cutlass"
+        vllm.backend("nvfp4", "sm120", version="0.14.1")
+    assert vllm.backend("nvfp4", "sm120", version="0.12.0",
+                        environ={"VLLM_USE_FLASHINFER_MOE_FP4": "1"}).family == "flashinfer-cutlass"
