@@ -16,8 +16,14 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
     from tilefit.engines import get_engine
     from tilefit.kernels.registry import get_family
 
+    from tilefit.engines.pins import flashinfer_pin
+
     engine = get_engine(choice.engine)
     family = get_family("flashinfer-cutlass")
+    # The FlashInfer whose tactic list to judge: the one given, else the one the engine release
+    # pins (its wheel's Requires-Dist), else the newest catalogued.
+    pinned = None if req.flashinfer else flashinfer_pin(choice.engine, req.engine_version)
+    flashinfer = req.flashinfer or pinned
     arch, dtype = gpu.arch, choice.family_dtype
     backend = Finding(INFO, "backend", f"{choice.engine} runs {choice.engine_backend} "
                       f"({choice.family}, {dtype}) on {arch.name}", (choice.rule,))
@@ -29,19 +35,22 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
             f"their shared memory was not checked",
             (f"catalogued on {arch.name}: {', '.join(family.dtypes(arch)) or 'none'}",
              "pass --backend triton to check the Triton fused-MoE path instead, if the engine can run it"))], \
-            _checked(dtype, req.flashinfer, 0, 0)
+            _checked(dtype, flashinfer, 0, 0)
     state = engine.fused_finalize(version=req.engine_version, environ=req.env)
     finalize, finalize_why = state.enabled, state.why
     # The list the engine really profiles: with fused finalize off FlashInfer (>= 0.6.15) leaves the
     # FINALIZE copies out, and every later gemm2 id moves down.
-    tactics = list(family.configs(arch, dtype, flashinfer=req.flashinfer,
+    tactics = list(family.configs(arch, dtype, flashinfer=flashinfer,
                                   fused_finalize=finalize is not False))
-    verdicts = [family.verdict(t, arch, dtype, flashinfer=req.flashinfer) for t in tactics]
+    verdicts = [family.verdict(t, arch, dtype, flashinfer=flashinfer) for t in tactics]
     failing = [v for v in verdicts if not v.fits]
     fatal_info = engine.fatality("flashinfer-cutlass")
     shapes = ", ".join(f"{g.name} [{g.n} x {g.k}] x {g.groups}" for g in plan.routed)
-    note = family.note(flashinfer=req.flashinfer)
-    findings = [replace(backend, details=backend.details + (finalize_why,) + ((note,) if note else ()))]
+    note = family.note(flashinfer=flashinfer)
+    pin_note = (f"{choice.engine} {req.engine_version} installs flashinfer-python {pinned} (its wheel pins "
+                f"it): these are that version's tactics; pass --flashinfer if yours differs",) if pinned else ()
+    findings = [replace(backend, details=backend.details + (finalize_why,) + pin_note
+                        + ((note,) if note else ()))]
     by_gemm = Counter(v.config.gemm for v in verdicts)
     fits_by_gemm = Counter(v.config.gemm for v in verdicts if v.fits)
     for gemm, total in sorted(by_gemm.items()):
@@ -60,7 +69,7 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
                        "{gemm}", "/".join(sorted({v.config.gemm for v in failing}))),
                    "extra warmup time per failed tactic: not known (nothing published measures it)"]
         details += [f"{v.config.label()}: {v.reason}" for v in over + nodisp]
-        fix = [_with_blocklist(r.as_dict(), family, failing, req.flashinfer, gpu.name)
+        fix = [_with_blocklist(r.as_dict(), family, failing, flashinfer, gpu.name)
                for r in engine.remedies("flashinfer-cutlass", arch=arch, version=req.engine_version,
                                         kinds=("blocklist", "finalize"))]
         findings.append(Finding(
@@ -72,7 +81,7 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
                              kinds=("warning",)):
         findings.append(Finding(WARNING, "known-risk", r.text,
                                 tuple(f"source: {src}" for src in r.as_dict()["sources"])))
-    return findings, _checked(dtype, req.flashinfer, len(verdicts), len(failing))
+    return findings, _checked(dtype, flashinfer, len(verdicts), len(failing))
 
 
 def _checked(dtype: str, flashinfer: str | None, tactics: int, failing: int) -> dict[str, Any]:
