@@ -1,0 +1,43 @@
+"""Small helpers the readers share: read a file of an extracted wheel, find text in it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ABSENT = "absent"
+
+
+def text(root: Path, *candidates: str) -> str:
+    """The first of `candidates` (paths relative to the extracted wheel) that exists, or ''."""
+    for rel in candidates:
+        p = root / rel
+        if p.is_file():
+            return p.read_text(errors="replace")
+    return ""
+
+
+def grep_tree(root: Path, sub: str, needle: str, suffix: str = ".py") -> list[Path]:
+    """Files under root/sub whose text contains `needle` (plain substring)."""
+    base = root / sub
+    if not base.is_dir():
+        return []
+    return [p for p in sorted(base.rglob("*" + suffix)) if needle in p.read_text(errors="replace")]
+
+
+def block_after(source: str, start: str, length: int = 1500) -> str:
+    """`length` characters of `source` from the first `start` (or '' when absent)."""
+    i = source.find(start)
+    return source[i:i + length] if i >= 0 else ""
+
+
+def env_default(source: str, name: str) -> str | None:
+    """The default of an environment switch declared as `NAME = EnvBool(True)` (sglang's
+    environ.py) or `os.getenv("NAME", "0")` (vLLM's envs.py); None when the name is absent."""
+    m = re.search(rf"\b{name}\s*(?::\s*\w+\s*)?=\s*Env\w+\(\s*([^)]*)\)", source)
+    if m:
+        return m.group(1).strip().strip("\"'") or "None"
+    m = re.search(rf"getenv\(\s*[\"']{name}[\"']\s*,\s*([^)]*)\)", source)
+    if m:
+        return m.group(1).strip().strip("\"'")
+    return None if name not in source else "declared"
