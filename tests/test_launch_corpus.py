@@ -32,6 +32,11 @@ SHAPES = {
     "trtllm-3": ("deepseek-v3", (32, 4096, 7168, 7168, 2048)),
     "vllm-12": ("deepseek-v3", (32, 4096, 7168, 7168, 2048)),  # -dp 8 --enable-expert-parallel
     "vllm-5": ("deepseek-v3", (8, 4096, 7168, 7168, 2048)),  # tp16 x dp2, EP32
+    # gpt-oss-120b (H 2880, I 2880, E 128, MXFP4): TP4/TP8 leave 720/360 per rank, which the
+    # engines pad to 768/384 (vLLM 0.33.0 oracle/mxfp4.py, sglang 0.5.23 quantization/mxfp4.py).
+    "vllm-7": ("gpt-oss-120b", (128, 1536, 2880, 2880, 768)),
+    "vllm-8": ("gpt-oss-120b", (128, 768, 2880, 2880, 384)),
+    "trtllm-5": ("gpt-oss-120b", (32, 5760, 2880, 2880, 2880)),  # tp 4, ep 4: EP4, full width
 }
 
 

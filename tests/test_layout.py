@@ -97,3 +97,12 @@ def test_routing_rejects_bad_batches(batch):
 def test_shared_expert_sharding_respects_the_scale_block():
     with pytest.raises(UsageError, match="shared expert width"):
         plan_layer(load_model("glm-5-fp8"), Layout(tp=16, ep=16))
+
+
+@pytest.mark.parametrize("tp, width, padded_from", [(4, 768, 720), (8, 384, 360)])
+def test_gpt_oss_tp4_tp8_use_the_engines_padded_width(tp, width, padded_from):
+    # 2880 / tp is not a multiple of the MXFP4 scale block 32; vLLM 0.33.0 and sglang 0.5.23 round
+    # the per-rank width up (to 128, or 64 on triton_kernels: both give these widths), not refuse.
+    plan = plan_layer(load_model("gpt-oss-120b"), Layout(tp=tp))
+    g1, g2 = plan.routed
+    assert (g1.n, g2.k, plan.padded_from) == (2 * width, width, padded_from)

@@ -16,6 +16,15 @@ from tilefit.errors import UsageError
 from tilefit.models.types import MoEModel
 
 MAX_PARALLEL = 4096
+# Per-rank expert widths the engines pad up to, by weight format, where a TP shard leaves a width
+# the format's scale blocks do not divide. MXFP4: vLLM 0.33.0 (fused_moe/oracle/mxfp4.py
+# mxfp4_round_up_hidden_size_and_intermediate_size) rounds to 128 for its Marlin, TRT-LLM, CUTLASS
+# and FlashInfer CUTLASS backends, 64 otherwise; sglang 0.5.23 (quantization/mxfp4.py) to 128 for
+# Marlin and FlashInfer, 64 for triton_kernels. gpt-oss (2880) gets 768 at TP4 and 384 at TP8 from
+# either. Widths the scale block divides are left as they are, although the 128-aligned backends
+# also pad those (gpt-oss TP1 2880 -> 2944, TP2 1440 -> 1536); other formats are refused with the
+# divisors that work.
+PAD_WIDTH_TO = {"mxfp4": 128}
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +80,7 @@ class LayerPlan:
     layout: Layout
     local_experts: int
     gemms: tuple[GemmShape, ...]  # routed first, then shared
+    padded_from: int | None = None  # the per-rank width before the engine's padding, if padded
 
     @property
     def routed(self) -> tuple[GemmShape, ...]:
@@ -100,9 +110,13 @@ def plan_layer(model: MoEModel, layout: Layout) -> LayerPlan:
                          f"choose ep from {_divisors(e)}")
     w = model.weights
     i_tp = i // layout.tp
+    padded_from = None
     if w.k_multiple > 1 and i_tp % w.k_multiple:
-        raise UsageError(f"--tp {layout.tp} leaves an expert width of {i_tp}, not a multiple of the "
-                         f"{w.name} scale block {w.k_multiple}; use a smaller tp")
+        pad = PAD_WIDTH_TO.get(w.name)
+        if pad is None:
+            raise UsageError(f"--tp {layout.tp} leaves an expert width of {i_tp}, not a multiple of the "
+                             f"{w.name} scale block {w.k_multiple}; use a smaller tp")
+        padded_from, i_tp = i_tp, -(-i_tp // pad) * pad
     local = e // layout.ep
     gemms = [
         GemmShape("gemm1", 2 * i_tp, h, local, local * w.matrix_bytes(2 * i_tp, h)),
@@ -122,7 +136,7 @@ def plan_layer(model: MoEModel, layout: Layout) -> LayerPlan:
             GemmShape("shared.gemm1", 2 * s_tp, h, 1, w.matrix_bytes(2 * s_tp, h)),
             GemmShape("shared.gemm2", h, s_tp, 1, w.matrix_bytes(h, s_tp)),
         ]
-    return LayerPlan(model, layout, local, tuple(gemms))
+    return LayerPlan(model, layout, local, tuple(gemms), padded_from)
 
 
 def _divisors(n: int) -> str:
