@@ -61,16 +61,37 @@ def preset_aliases(key: str) -> list[str]:
 
 
 def load_model(name_or_path: str) -> MoEModel:
-    """A preset by name or alias, else a config.json file or a directory holding one."""
+    """A preset by name or alias, a config.json file or a directory holding one, or a Hugging Face
+    id (`zai-org/GLM-5`) from the local Hugging Face cache, else the preset of that id."""
+    from tilefit.errors import UsageError
+    from tilefit.models import hub
+
     idx = _index()
     key = name_or_path.strip().lower()
     if key in idx:
         return preset(idx[key])
     path = Path(name_or_path).expanduser()
-    if path_exists(path) or "/" in name_or_path or name_or_path.endswith(".json"):
-        if not path_exists(path):
-            from tilefit.errors import UsageError
-
-            raise UsageError(f"no such file or directory: {name_or_path}")
+    if path_exists(path):
         return load_config_path(path)
+    if hub.looks_like_repo_id(name_or_path.strip()):
+        repo_id = name_or_path.strip()
+        snap = hub.snapshot_dir(repo_id)
+        if snap is not None:
+            return load_config_path(snap)
+        by_id = _by_repo_id(repo_id)
+        if by_id is not None:
+            return preset(by_id)
+        raise hub.not_cached(repo_id)
+    if "/" in name_or_path or name_or_path.endswith(".json"):
+        raise UsageError(f"no such file or directory: {name_or_path}; pass --model with a preset (see "
+                         f"`tilefit models`), a config.json, or a Hugging Face id")
     raise unknown_name("model", name_or_path, idx, "tilefit models")
+
+
+def _by_repo_id(repo_id: str) -> str | None:
+    """The preset whose Hugging Face id is `repo_id` (or whose alias is its name), if any."""
+    want = repo_id.lower()
+    for key, entry in _raw_presets().items():
+        if str(entry.get("hf", "")).lower() == want:
+            return key
+    return _index().get(want.rsplit("/", 1)[-1])
