@@ -87,3 +87,19 @@ def test_legacy_sglang_switches_are_applied_and_said():
 def test_bad_commands_are_one_clear_error(command, needle):
     with pytest.raises(UsageError, match=needle):
         parse_launch(command)
+
+
+@pytest.mark.parametrize("engine,kw,gpus,layout", [
+    ("sglang", dict(tp=8, ep=8), 8, (1, 8, 1)),  # EP carved out of TP: 8 GPUs, not 64
+    ("sglang", dict(ep=8), 8, (1, 8, 1)),  # --ep alone: read as --tp 8 --ep 8, and said
+    ("sglang", dict(tp=8, dp=8, enable_dp_attention=True), 8, (8, 1, 8)),
+    ("sglang", dict(tp=4, dp=2), 8, (4, 1, 1)),  # two replicas of TP4
+    ("vllm", dict(tp=4, dp=2, enable_expert_parallel=True), 8, (1, 8, 2)),
+    ("vllm", dict(ep=8), 8, (1, 8, 1)),
+    ("trtllm", dict(tp=8, ep=4), 8, (2, 4, 1)),
+])
+def test_tilefit_flags_mean_what_the_engine_means(engine, kw, gpus, layout):
+    from tilefit.launch import parallel_of
+
+    par = parallel_of(engine, **kw)
+    assert par.gpus == gpus and (par.layout.tp, par.layout.ep, par.layout.dp) == layout

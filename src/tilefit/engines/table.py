@@ -138,10 +138,13 @@ class TableEngine:
 
     def layout(self, *, tp: int = 1, ep: int = 1, dp: int = 1, enable_expert_parallel: bool = False,
                enable_dp_attention: bool = False) -> Layout:
-        """The MoE layout the engine's parallel flags give. Today every engine reads --tp/--ep/--dp
-        as tilefit's own TP x EP layout (the booleans are accepted for the engines' real flag
-        meanings, which issue 15 brings in)."""
-        return Layout(tp=tp, ep=ep, dp=dp)
+        """The MoE layout of one replica that this engine builds from its --tp/--ep/--dp flags, read
+        with the engine's own meaning (tilefit.launch.parallel_of: sglang carves EP out of TP,
+        vLLM spans EP over tp x dp, TensorRT-LLM splits tp_size into ep x moe tp)."""
+        from tilefit.launch import parallel_of
+
+        return parallel_of(self.name, tp=tp, ep=ep, dp=dp, enable_expert_parallel=enable_expert_parallel,
+                           enable_dp_attention=enable_dp_attention).layout
 
     def backend(self, weight_dtype: str, arch: Arch | str, *, layout: Layout | None = None,
                 version: str | None = None, override: str | None = "auto",

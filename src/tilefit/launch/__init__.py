@@ -8,11 +8,14 @@ module (sglang.py, vllm.py, trtllm.py) builds the LaunchSpec: GPUs, MoE layout, 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from tilefit.launch.shell import parse_command
-from tilefit.launch.types import MEM_FRACTION_KINDS, LaunchSettings, LaunchSpec
+from tilefit.errors import UsageError
+from tilefit.launch.types import MEM_FRACTION_KINDS, LaunchSettings, LaunchSpec, Parallel
 
-__all__ = ["MEM_FRACTION_KINDS", "LaunchSettings", "LaunchSpec", "parse_launch"]
+__all__ = ["MEM_FRACTION_KINDS", "LaunchSettings", "LaunchSpec", "Parallel", "parallel_of",
+           "parse_launch"]
 
 
 def parse_launch(command: str | Sequence[str], *,
@@ -27,3 +30,30 @@ def parse_launch(command: str | Sequence[str], *,
     if inv.engine == "vllm":
         return vllm.build(inv.args, inv.env, read_file)
     return trtllm.build(inv.args, inv.env, read_file)
+
+
+def parallel_of(engine: str, *, tp: int = 1, ep: int = 1, dp: int = 1,
+                enable_expert_parallel: bool = False, enable_dp_attention: bool = False) -> Parallel:
+    """tilefit's own --tp/--ep/--dp read with `engine`'s meaning (sglang: --ep carved out of --tp,
+    --dp replicas unless DP attention; vLLM: tp x dp GPUs, EP over all of them with
+    --enable-expert-parallel; TensorRT-LLM: ep x moe tp = tp, DP attention over the tp ranks)."""
+    from tilefit.launch import sglang, trtllm, vllm
+
+    if engine == "sglang":
+        return sglang.layout_of(tp, ep, dp, dp_attention=enable_dp_attention, lenient=True)
+    if engine == "vllm":
+        if ep > 1 and tp not in (1, ep):
+            raise UsageError(f"vLLM has no EP size: its MoE runs EP over all -tp x -dp GPUs with "
+                             f"--enable-expert-parallel, or TP over them; --tp {tp} --ep {ep} is neither")
+        if ep > 1:
+            par = vllm.layout_of(ep, dp, expert_parallel=True)
+            return replace(par, notes=(f"vLLM has no EP size: --ep {ep} is read as -tp {ep} "
+                                       f"--enable-expert-parallel",) + par.notes)
+        return vllm.layout_of(tp, dp, expert_parallel=enable_expert_parallel)
+    if engine == "trtllm":
+        if tp == 1 and ep > 1:
+            par = trtllm.layout_of(ep, ep, attention_dp=enable_dp_attention)
+            return replace(par, notes=(f"TensorRT-LLM's ep_size divides tp_size: --ep {ep} alone is read "
+                                       f"as --tp_size {ep} --ep_size {ep}",) + par.notes)
+        return trtllm.layout_of(tp, ep, attention_dp=enable_dp_attention)
+    raise UsageError(f"unknown engine {engine!r}; use sglang, vllm or trtllm")

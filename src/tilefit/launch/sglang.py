@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tilefit.errors import UsageError
 from tilefit.launch.flags import Flag, parse_args
-from tilefit.launch.types import LaunchSettings, LaunchSpec
+from tilefit.launch.types import LaunchSettings, LaunchSpec, Parallel
 from tilefit.layout.plan import Layout
 
 ENGINE = "sglang"
@@ -51,17 +51,14 @@ TABLE = (
 )
 
 
-def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec:
-    p = parse_args(args, TABLE, ENGINE)
-    v = p.values
-    model = v.get("model") or (p.positionals[0] if p.positionals else None)
-    if not model:
-        raise UsageError("the sglang command names no model: add --model-path MODEL")
-    tp, ep, dp = int(v.get("tp", 1)), int(v.get("ep", 1)), int(v.get("dp", 1))
-    pp, nodes = int(v.get("pp", 1)), int(v.get("nnodes", 1))
-    notes = list(p.notes)
-    a2a = v.get("a2a")
-    if v.get("legacy_ep") or v.get("legacy_deepep") or a2a in EP_SPANNING_A2A:
+def layout_of(tp: int = 1, ep: int = 1, dp: int = 1, *, dp_attention: bool = False,
+              a2a: str | None = None, ep_spans_tp: bool = False, pp: int = 1,
+              lenient: bool = False) -> Parallel:
+    """sglang's reading of --tp-size/--ep-size/--dp-size (+ --enable-dp-attention, the a2a backend).
+    `lenient` (tilefit's own flags, not a launch command): --ep M with --tp 1 is read as --tp M --ep M,
+    since sglang carves EP out of the TP group and rejects the literal reading."""
+    notes: list[str] = []
+    if ep_spans_tp or a2a in EP_SPANNING_A2A:
         why = f"--moe-a2a-backend {a2a}" if a2a in EP_SPANNING_A2A else "the legacy EP switch"
         if ep != tp:
             notes.append(f"{why} sets the EP size to the TP size ({tp})")
@@ -69,9 +66,12 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec
     for name, value in (("--tp-size", tp), ("--ep-size", ep), ("--dp-size", dp), ("--pp-size", pp)):
         if value < 1:
             raise UsageError(f"sglang {name} must be >= 1, got {value}")
+    if lenient and tp == 1 and ep > 1:
+        notes.append(f"sglang carves --ep out of --tp: --ep {ep} alone is read as --tp {ep} --ep {ep} "
+                     f"({ep} GPUs)")
+        tp = ep
     if tp % ep:
         raise UsageError(f"sglang carves --ep-size out of --tp-size: {ep} does not divide {tp}")
-    dp_attention = bool(v.get("dp_attention"))
     if dp_attention and dp == 1:
         # server_args.py _handle_data_parallelism (0.5.10): dp_size 1 turns DP attention off.
         notes.append("--enable-dp-attention with --dp-size 1: sglang 0.5.x turns DP attention off "
@@ -89,6 +89,22 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec
                      f"the {tp} GPUs" if dp_attention else
                      f"--dp-size {dp} without --enable-dp-attention: {dp} replicas of {tp} GPUs each")
     layout = Layout(tp=tp // ep, ep=ep, dp=dp if dp_attention else 1)
+    return Parallel(layout, tp * pp * replicas, replicas, tuple(notes))
+
+
+def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec:
+    p = parse_args(args, TABLE, ENGINE)
+    v = p.values
+    model = v.get("model") or (p.positionals[0] if p.positionals else None)
+    if not model:
+        raise UsageError("the sglang command names no model: add --model-path MODEL")
+    pp, nodes = int(v.get("pp", 1)), int(v.get("nnodes", 1))
+    a2a = v.get("a2a")
+    par = layout_of(int(v.get("tp", 1)), int(v.get("ep", 1)), int(v.get("dp", 1)),
+                    dp_attention=bool(v.get("dp_attention")), a2a=str(a2a) if a2a else None,
+                    ep_spans_tp=bool(v.get("legacy_ep") or v.get("legacy_deepep")), pp=pp)
+    notes = list(p.notes) + list(par.notes)
+    layout, replicas = par.layout, par.replicas
     backend = v.get("moe_backend") or ("flashinfer_cutlass" if v.get("legacy_fi_cutlass") else None)
     extra = tuple((k, str(v[k])) for k in ("a2a", "moe_dense_tp") if k in v)
     settings = LaunchSettings(
@@ -105,6 +121,6 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec
         flashinfer_autotune=False if v.get("no_autotune") else None,
         extra=tuple((("moe_a2a_backend" if k == "a2a" else "moe_dense_tp_size"), val) for k, val in extra))
     extra_pos = p.positionals[1:] if not v.get("model") else p.positionals
-    return LaunchSpec(ENGINE, str(model), layout, tp * pp * replicas, settings, env,
+    return LaunchSpec(ENGINE, str(model), layout, par.gpus, settings, env,
                       tuple(p.ignored), tuple(p.unknown) + tuple(extra_pos), tuple(args),
                       replicas=replicas, pipeline=pp, nodes=nodes, notes=tuple(notes))

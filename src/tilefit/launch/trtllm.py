@@ -13,7 +13,7 @@ from typing import Any
 from tilefit.errors import UsageError
 from tilefit.launch.flags import Flag, parse_args
 from tilefit.launch.options_file import flatten, read_options
-from tilefit.launch.types import LaunchSettings, LaunchSpec
+from tilefit.launch.types import LaunchSettings, LaunchSpec, Parallel
 from tilefit.layout.plan import Layout
 
 ENGINE = "trtllm"
@@ -51,6 +51,25 @@ def _int(options: dict[str, Any], key: str, default: int | None) -> int | None:
     return value
 
 
+def layout_of(tp: int = 1, ep: int | None = None, moe_tp: int | None = None, *,
+              attention_dp: bool = False, pp: int = 1) -> Parallel:
+    """TensorRT-LLM's mapping: moe_expert_parallel_size x moe_tensor_parallel_size = tp_size (with
+    neither given MoE runs TP tp_size); enable_attention_dp makes attention DP over the tp ranks."""
+    if tp < 1 or pp < 1:
+        raise UsageError(f"TensorRT-LLM tp_size and pp_size must be >= 1, got {tp} and {pp}")
+    if ep is None and moe_tp is None:
+        ep, moe_tp = 1, tp
+    elif ep is None:
+        ep = tp // moe_tp if moe_tp and tp % moe_tp == 0 else 0
+    elif moe_tp is None:
+        moe_tp = tp // ep if ep and tp % ep == 0 else 0
+    if not ep or not moe_tp or ep * moe_tp != tp:
+        raise UsageError(f"TensorRT-LLM needs moe_expert_parallel_size x moe_tensor_parallel_size = "
+                         f"tensor_parallel_size ({tp}); got ep {ep}, moe tp {moe_tp}")
+    notes = (f"enable_attention_dp: attention runs DP{tp} (TP1) over the {tp} ranks",) if attention_dp else ()
+    return Parallel(Layout(tp=moe_tp, ep=ep, dp=tp if attention_dp else 1), tp * pp, 1, notes)
+
+
 def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=None) -> LaunchSpec:
     p = parse_args(args, TABLE, ENGINE, abbrev=False)
     if not p.positionals:
@@ -64,23 +83,13 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=Non
         options.update(from_file)  # the YAML overrides the command line
         ignored += [f"{k} (in {path})" for k in from_file if k not in _READ]
         notes.append(f"LLM API options read from {path}")
-    tp = _int(options, "tensor_parallel_size", 1) or 1
     pp = _int(options, "pipeline_parallel_size", 1) or 1
-    ep = _int(options, "moe_expert_parallel_size", None)
-    moe_tp = _int(options, "moe_tensor_parallel_size", None)
-    if ep is None and moe_tp is None:
-        ep, moe_tp = 1, tp
-    elif ep is None:
-        ep = tp // moe_tp if moe_tp and tp % moe_tp == 0 else 0
-    elif moe_tp is None:
-        moe_tp = tp // ep if ep and tp % ep == 0 else 0
-    if not ep or not moe_tp or ep * moe_tp != tp:
-        raise UsageError(f"TensorRT-LLM needs moe_expert_parallel_size x moe_tensor_parallel_size = "
-                         f"tensor_parallel_size ({tp}); got ep {ep}, moe tp {moe_tp}")
-    attention_dp = bool(options.get("enable_attention_dp", False))
-    layout = Layout(tp=moe_tp, ep=ep, dp=tp if attention_dp else 1)
-    if attention_dp:
-        notes.append(f"enable_attention_dp: attention runs DP{tp} (TP1) over the {tp} ranks")
+    par = layout_of(_int(options, "tensor_parallel_size", 1) or 1,
+                    _int(options, "moe_expert_parallel_size", None),
+                    _int(options, "moe_tensor_parallel_size", None),
+                    attention_dp=bool(options.get("enable_attention_dp", False)), pp=pp)
+    notes += par.notes
+    layout = par.layout
     backend = options.get("moe_config.backend", options.get("pytorch_backend_config.moe_backend"))
     graph_sizes = options.get("cuda_graph_config.batch_sizes", options.get("cuda_graph_batch_sizes"))
     extra = tuple((k, str(options[k])) for k in ("moe_config.disable_finalize_fusion",) if k in options)
@@ -96,6 +105,6 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=Non
         cuda_graph_batch_sizes=tuple(int(x) for x in graph_sizes) if graph_sizes else None,
         cuda_graph_max_bs=_int(options, "cuda_graph_config.max_batch_size", None),
         extra=extra)
-    return LaunchSpec(ENGINE, p.positionals[0], layout, tp * pp, settings, env, tuple(ignored),
+    return LaunchSpec(ENGINE, p.positionals[0], layout, par.gpus, settings, env, tuple(ignored),
                       tuple(p.unknown) + tuple(p.positionals[1:]), tuple(args), pipeline=pp,
                       notes=tuple(notes))

@@ -51,6 +51,16 @@ class LaunchSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class Parallel:
+    """What an engine's parallel flags build: one replica's MoE layout and every GPU used."""
+
+    layout: Layout
+    gpus: int
+    replicas: int = 1
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class LaunchSpec:
     """One launch command as the engine reads it."""
 

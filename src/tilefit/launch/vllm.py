@@ -10,7 +10,7 @@ from __future__ import annotations
 from tilefit.errors import UsageError
 from tilefit.launch.flags import Flag, parse_args
 from tilefit.launch.options_file import read_options
-from tilefit.launch.types import LaunchSettings, LaunchSpec
+from tilefit.launch.types import LaunchSettings, LaunchSpec, Parallel
 from tilefit.layout.plan import Layout
 
 ENGINE = "vllm"
@@ -37,6 +37,21 @@ TABLE = (
 )
 
 
+def layout_of(tp: int = 1, dp: int = 1, *, expert_parallel: bool = False, pp: int = 1) -> Parallel:
+    """vLLM's reading of -tp/-dp/-pp and --enable-expert-parallel (FusedMoEParallelConfig.make)."""
+    for name, value in (("--tensor-parallel-size", tp), ("--data-parallel-size", dp),
+                        ("--pipeline-parallel-size", pp)):
+        if value < 1:
+            raise UsageError(f"vLLM {name} must be >= 1, got {value}")
+    moe_gpus = tp * dp
+    if expert_parallel and moe_gpus > 1:
+        return Parallel(Layout(tp=1, ep=moe_gpus, dp=dp), moe_gpus * pp, 1, (
+            f"--enable-expert-parallel: MoE runs EP{moe_gpus} over all tp {tp} x dp {dp} GPUs",))
+    notes = (f"without --enable-expert-parallel vLLM flattens MoE TP over tp {tp} x dp {dp}: "
+             f"TP{moe_gpus}",) if dp > 1 else ()
+    return Parallel(Layout(tp=moe_gpus, ep=1, dp=dp), moe_gpus * pp, 1, notes)
+
+
 def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=None) -> LaunchSpec:
     p = parse_args(args, TABLE, ENGINE, underscores=True)
     v = p.values
@@ -61,20 +76,10 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=Non
     model = v.get("model") or (p.positionals[0] if p.positionals else None)
     if not model:
         raise UsageError("the vLLM command names no model: `vllm serve MODEL` or --model MODEL")
-    tp, dp, pp = int(v.get("tp", 1)), int(v.get("dp", 1)), int(v.get("pp", 1))
-    for name, value in (("--tensor-parallel-size", tp), ("--data-parallel-size", dp),
-                        ("--pipeline-parallel-size", pp)):
-        if value < 1:
-            raise UsageError(f"vLLM {name} must be >= 1, got {value}")
-    moe_gpus = tp * dp
-    if v.get("ep") and moe_gpus > 1:
-        layout = Layout(tp=1, ep=moe_gpus, dp=dp)
-        notes.append(f"--enable-expert-parallel: MoE runs EP{moe_gpus} over all tp {tp} x dp {dp} GPUs")
-    else:
-        layout = Layout(tp=moe_gpus, ep=1, dp=dp)
-        if dp > 1:
-            notes.append(f"without --enable-expert-parallel vLLM flattens MoE TP over tp {tp} x dp {dp}: "
-                         f"TP{moe_gpus}")
+    pp = int(v.get("pp", 1))
+    par = layout_of(int(v.get("tp", 1)), int(v.get("dp", 1)), expert_parallel=bool(v.get("ep")), pp=pp)
+    notes += par.notes
+    layout = par.layout
     settings = LaunchSettings(
         quantization=v.get("quantization"), moe_backend=v.get("moe_backend"),  # type: ignore[arg-type]
         kv_cache_dtype=v.get("kv_cache_dtype"), dtype=v.get("dtype"),  # type: ignore[arg-type]
@@ -87,6 +92,6 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=Non
         cuda_graph_max_bs=v.get("cuda_graph_max_bs"),  # type: ignore[arg-type]
         disable_cuda_graph=bool(v.get("disable_cuda_graph")))
     extra_pos = p.positionals[1:] if not v.get("model") else p.positionals
-    return LaunchSpec(ENGINE, str(model), layout, moe_gpus * pp, settings, env, tuple(p.ignored),
+    return LaunchSpec(ENGINE, str(model), layout, par.gpus, settings, env, tuple(p.ignored),
                       tuple(p.unknown) + tuple(extra_pos), tuple(args), pipeline=pp,
                       notes=tuple(notes))
