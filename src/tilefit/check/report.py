@@ -75,6 +75,10 @@ class CheckRequest:
     config_dir: str | None = None
     # The environment the engine will start with (tuned-config folders, fused-finalize switch).
     environ: tuple[tuple[str, str], ...] = ()
+    # From a launch command: the layout the engine builds (else engine.layout(tp, ep, dp)) and its
+    # flags by the engine's own name, which some backend rules read (None: no command given).
+    layout: Any = None
+    flags: tuple[tuple[str, str], ...] | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -112,10 +116,11 @@ def run_check(req: CheckRequest) -> CheckReport:
     model = load_model(req.model)
     gpu = get_gpu(req.gpu)
     engine = get_engine(req.engine)
-    layout = engine.layout(tp=req.tp, ep=req.ep, dp=req.dp)
+    layout = req.layout or engine.layout(tp=req.tp, ep=req.ep, dp=req.dp)
     plan = plan_layer(model, layout)
     choice = engine.backend(model.weight_dtype, gpu.arch, layout=layout, version=req.engine_version,
-                            override=req.backend, environ=req.env)
+                            override=req.backend, environ=req.env,
+                            flags=dict(req.flags) if req.flags is not None else None)
     findings = _memory_findings(plan, gpu)
     if choice.family == "flashinfer-cutlass":
         from tilefit.check.cutlass_path import check_cutlass

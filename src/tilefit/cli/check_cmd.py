@@ -7,6 +7,7 @@ from typing import Any
 
 from tilefit.check.report import DEFAULT_BATCHES
 from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.cli.launch_args import add_launch_args, deployment, launch_lines
 from tilefit.cli.output import Block, Table, plain, print_json, show
 
 
@@ -17,13 +18,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Predict what a serving engine's MoE warmup will do on a GPU: the kernel "
                                    "family it runs, the configs/tactics that cannot launch, whether that is "
                                    "fatal, and the fix. Exit 0 for GO and GO-WITH-WARNINGS, 1 for NO-GO.")
-    p.add_argument("--model", required=True, metavar="M", help="preset or config.json path")
+    p.add_argument("--model", metavar="M", help="preset, config.json path or Hugging Face id "
+                                                   "(default: the launch command's model)")
     p.add_argument("--gpu", required=True, metavar="NAME", help="GPU name (see `tilefit gpus`)")
-    p.add_argument("--engine", required=True, choices=engine_names(),
-                   help="the serving engine whose MoE warmup to predict")
-    p.add_argument("--tp", type=positive_int, default=1, help="tensor parallelism inside each expert")
-    p.add_argument("--ep", type=positive_int, default=1, help="expert parallelism (experts split over GPUs)")
-    p.add_argument("--dp", type=positive_int, default=1, help="attention data parallelism")
+    p.add_argument("--engine", choices=engine_names(),
+                   help="the serving engine whose MoE warmup to predict (default: the launch command's)")
+    p.add_argument("--tp", type=positive_int, default=1, help="the engine's --tp (sglang: GPUs of a replica)")
+    p.add_argument("--ep", type=positive_int, default=1,
+                   help="the engine's --ep (sglang: carved out of --tp; vLLM: see --enable-expert-parallel)")
+    p.add_argument("--dp", type=positive_int, default=1, help="the engine's --dp")
+    p.add_argument("--gpus", type=positive_int, metavar="N", help="GPUs you have: said when the layout needs more")
     p.add_argument("--backend", default="auto", choices=("auto", "triton", "flashinfer-cutlass"),
                    help="MoE kernel family (default: the engine's own rule)")
     p.add_argument("--engine-version", metavar="V",
@@ -39,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a variable of the engine's environment (repeatable), on top of this shell's, e.g. "
                         "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0 or VLLM_TUNED_CONFIG_FOLDER=/configs")
     add_json_arg(p)
+    add_launch_args(p)
     p.set_defaults(func=run)
 
 
@@ -60,14 +65,22 @@ def _environ(pairs: list[str]) -> tuple[tuple[str, str], ...]:
 def run(args: argparse.Namespace) -> int:
     from tilefit.check.report import CheckRequest, run_check
 
+    spec = deployment(args)
+    environ = dict(_environ(args.env))
+    environ.update(spec.environ)  # what the launch command sets wins over this shell
     report = run_check(CheckRequest(
-        model=args.model, gpu=args.gpu, engine=args.engine, tp=args.tp, ep=args.ep, dp=args.dp,
-        backend=args.backend, engine_version=args.engine_version, flashinfer=args.flashinfer,
-        batches=tuple(args.batch), config_dir=args.config_dir, environ=_environ(args.env)))
+        model=args.model or spec.model, gpu=args.gpu, engine=spec.engine, tp=args.tp, ep=args.ep,
+        dp=args.dp, backend=args.backend, engine_version=args.engine_version, flashinfer=args.flashinfer,
+        batches=tuple(args.batch), config_dir=args.config_dir, environ=tuple(sorted(environ.items())),
+        layout=spec.layout, flags=tuple(spec.flags().items()) if spec.argv else None))
+    d = report.as_dict()
+    d["launch"] = spec.as_dict()
     if args.json:
-        print_json(report.as_dict())
+        print_json(d)
     else:
-        show(*blocks(report.as_dict()))
+        out = blocks(d)
+        at = 2 if len(out) > 1 and str(out[1]).startswith("    ") else 1
+        show(*out[:at], *launch_lines(spec, args.gpus, headline=False), *out[at:])
     return report.exit_code
 
 
@@ -85,8 +98,14 @@ def blocks(d: dict[str, Any]) -> list[Block]:
     version = d["engine"]["version"]
     engine = (f"{d['engine']['name']} {version}" if not version.startswith("not given")
               else f"{d['engine']['name']} (version not given: worst case)")
-    out: list[Block] = [f"{d['verdict']}: {m['name']} on {lay['gpus']} x {g['key']} ({g['arch']}), "
-                        f"{lay['label']}, {engine}"]
+    # The GPUs the engine's command uses (replicas and pipeline stages included) and its layout.
+    launch = d.get("launch") or {}
+    gpus = launch.get("gpus", lay["gpus"])
+    label = lay["label"] + (f", attention DP{lay['dp']}" if lay.get("dp", 1) > 1 else "")
+    if gpus != lay["gpus"]:
+        label += f" per replica of {lay['gpus']} GPUs"
+    out: list[Block] = [f"{d['verdict']}: {m['name']} on {gpus} x {g['key']} ({g['arch']}), "
+                        f"{label}, {engine}"]
     if worst:
         out.append(f"    {worst[0]['title']}" + (f" (+{len(worst) - 1} more below)" if len(worst) > 1 else ""))
     out.append("")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from tilefit.errors import UsageError
-from tilefit.launch import LaunchSpec, Parallel, parallel_of, parse_launch
+from tilefit.launch import LaunchSettings, LaunchSpec, Parallel, parallel_of, parse_launch
 
 # One 8-GPU HGX/DGX host: a command that needs more spans nodes (say so; tilefit plans per GPU).
 NODE_GPUS = 8
@@ -43,19 +43,41 @@ def launch_spec(args: argparse.Namespace) -> LaunchSpec | None:
     return spec
 
 
+def deployment(args: argparse.Namespace, *, model_required: bool = True) -> LaunchSpec:
+    """The deployment a command describes: the launch command after `--`, else tilefit's own
+    --engine/--model/--tp/--ep/--dp read with that engine's meaning."""
+    spec = launch_spec(args)
+    if spec is not None:
+        return spec
+    engine = getattr(args, "engine", None)
+    if not engine:
+        raise UsageError("give --engine (sglang, vllm or trtllm) or the launch command after `--`, e.g. "
+                         "`tilefit check --gpu rtx-pro-6000 -- vllm serve MODEL -tp 8`")
+    if model_required and not getattr(args, "model", None):
+        raise UsageError("give --model (a preset, config.json or Hugging Face id) or a launch command after `--`")
+    par = engine_parallel(args, engine)
+    return LaunchSpec(engine, getattr(args, "model", None) or "", par.layout, par.gpus, LaunchSettings(),
+                      replicas=par.replicas, notes=par.notes)
+
+
+def launch_lines(spec: LaunchSpec, limit: int | None, *, headline: bool = True) -> list[str]:
+    """GPUs and layout as the engine builds them (the headline, unless the caller's own first line
+    says them), more than --gpus or one node, how the flags were read, and what was not used."""
+    head = spec.headline() if headline else ""
+    if limit is not None and spec.gpus > limit:
+        head += f"{'; t' if head else 'T'}his needs {spec.gpus} GPUs, more than the {limit} of --gpus"
+    elif limit is None and spec.gpus > NODE_GPUS:
+        head += f"{'; t' if head else 'T'}his needs {spec.gpus} GPUs: more than one {NODE_GPUS}-GPU node"
+    out = ([head] if head else []) + [f"  {n}" for n in spec.notes]
+    if spec.unknown:
+        out.append(f"  not understood (check the spelling; tilefit did not use them): {', '.join(spec.unknown)}")
+    if spec.ignored:
+        out.append(f"  read and not needed here: {', '.join(spec.ignored)}")
+    return out
+
+
 def engine_parallel(args: argparse.Namespace, engine: str) -> Parallel:
     """tilefit's --tp/--ep/--dp as `engine` reads them."""
     return parallel_of(engine, tp=args.tp, ep=args.ep, dp=args.dp,
                        enable_expert_parallel=getattr(args, "enable_expert_parallel", False),
                        enable_dp_attention=getattr(args, "enable_dp_attention", False))
-
-
-def gpu_line(gpus: int, limit: int | None, engine: str, layout_label: str, notes: tuple[str, ...]) -> str:
-    """The first line: how many GPUs and the layout as the engine builds it, and whether that is
-    more than --gpus (or one 8-GPU node)."""
-    line = f"{gpus} GPU{'s' if gpus != 1 else ''}: {engine} builds {layout_label}"
-    if limit is not None and gpus > limit:
-        line += f"; that is more than the {limit} GPUs of --gpus"
-    elif limit is None and gpus > NODE_GPUS:
-        line += f"; that spans more than one {NODE_GPUS}-GPU node"
-    return line + "".join(f"\n  {n}" for n in notes)

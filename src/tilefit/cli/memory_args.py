@@ -28,8 +28,10 @@ def add_memory_args(p: argparse.ArgumentParser, *, engine: bool) -> None:
 
     g = p.add_argument_group("device memory (the engine's defaults when not given)")
     if engine:
-        g.add_argument("--engine", choices=ENGINES, default="sglang",
-                       help="engine whose memory rules to apply (default: %(default)s)")
+        # No default: an explicit --engine also makes --tp/--ep/--dp mean what that engine means.
+        g.add_argument("--engine", choices=ENGINES,
+                       help="engine whose flag meanings and memory rules to apply (default: sglang's "
+                            "memory rules, tilefit's TP x EP layout)")
         g.add_argument("--engine-version", metavar="V",
                        help="engine version whose memory rules to apply (default: the newest read)")
     g.add_argument("--mem-fraction", type=fraction, metavar="F",

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.cli.launch_args import add_launch_args, deployment, launch_lines
 from tilefit.cli.memory_args import add_memory_args
 from tilefit.cli.output import human_bytes, print_json, table
 
@@ -16,8 +17,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="per-GPU expert GEMMs of a model under a TP/EP layout",
                        description="Per-GPU grouped GEMMs of one MoE layer under a TP/EP layout, "
                                    "weight bytes, and token assignments per batch size.")
-    p.add_argument("--model", required=True, metavar="M",
-                   help="preset name (see `tilefit models`) or a config.json file/directory")
+    p.add_argument("--model", metavar="M",
+                   help="preset name (see `tilefit models`), a config.json file/directory or a Hugging Face "
+                        "id (default: the launch command's model)")
+    p.add_argument("--gpus", type=positive_int, metavar="N", help="GPUs you have: said when the layout needs more")
     p.add_argument("--gpu", metavar="NAME",
                    help="GPU name (see `tilefit gpus`); defaults to the local GPU when one is present")
     p.add_argument("--tp", type=positive_int, default=1, help="tensor parallelism inside each expert")
@@ -30,6 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="add the per-GPU device-memory plan (weights by kind, KV pool, the rest, free); needs --gpu")
     add_memory_args(p, engine=True)
     add_json_arg(p)
+    add_launch_args(p)
     p.set_defaults(func=run)
 
 
@@ -58,6 +62,7 @@ def plan_data(model_spec: str, gpu_name: str | None, tp: int, ep: int, dp: int,
                                          "memory_gb": gpu.memory_gb, "memory_bytes": gpu.memory_bytes,
                                          "memory_share": plan.memory_share(gpu.memory_bytes)},
         "local_experts": plan.local_experts,
+        "padded_from": plan.padded_from,
         "gemms": [{"name": g.name, "n": g.n, "k": g.k, "local_experts": g.groups,
                    "weight_bytes": g.weight_bytes} for g in plan.gemms],
         "weight_bytes_per_layer": plan.weight_bytes_per_layer,
@@ -84,6 +89,10 @@ def render(d: dict[str, Any]) -> str:
     where = f" on {d['gpu']['name']} ({d['gpu']['arch']})" if d["gpu"] else ""
     lines = [head, f"layout {lay['label']} ({lay['gpus']} GPU{'s' if lay['gpus'] > 1 else ''} for the MoE layers){where}: "
                    f"{d['local_experts']} local experts per GPU", ""]
+    if d.get("padded_from"):
+        width = d["gemms"][1]["k"]
+        lines.insert(2, f"per-GPU expert width {d['padded_from']} padded to {width}, as the engines pad "
+                        f"{m['weight_dtype']} experts (vLLM oracle/mxfp4.py, sglang quantization/mxfp4.py)")
     rows = [(g["name"], g["local_experts"], g["n"], g["k"], human_bytes(g["weight_bytes"]))
             for g in d["gemms"]]
     lines.append(table(["gemm", "groups", "N", "K", "weights/GPU"], rows, align="lrrrr"))
@@ -107,8 +116,26 @@ def render(d: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    d = plan_data(args.model, args.gpu, args.tp, args.ep, args.dp, args.batch)
-    memory = _memory_plan(args, d) if args.memory else None
+    from tilefit.errors import UsageError
+
+    # A launch command, or --engine, gives the layout as the engine builds it; without either,
+    # --tp/--ep/--dp are tilefit's TP x EP layout. The memory plan takes that layout (tilefit's terms).
+    spec = deployment(args) if (args.launch or args.engine) else None
+    if spec is None:
+        if not args.model:
+            raise UsageError("give --model (a preset, config.json or Hugging Face id) or a launch command "
+                             "after `--`")
+        model, tp, ep, dp, head = args.model, args.tp, args.ep, args.dp, []
+    else:
+        lay = spec.layout
+        model, tp, ep, dp = args.model or spec.model, lay.tp, lay.ep, lay.dp
+        head = launch_lines(spec, args.gpus) + [""]
+        if args.launch:
+            _settings_to_memory_args(args, spec)
+    d = plan_data(model, args.gpu, tp, ep, dp, args.batch)
+    if spec is not None:
+        d["launch"] = spec.as_dict()
+    memory = _memory_plan(args, d, model, tp, ep, dp) if args.memory else None
     if args.json:
         if memory is not None:
             from tilefit.memory.render import as_dict
@@ -116,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
             d["memory"] = as_dict(memory)
         print_json(d)
     else:
-        print(render(d))
+        print("\n".join(head + [render(d)]))
         if memory is not None:
             from tilefit.cli.memory_view import render_memory
 
@@ -124,11 +151,28 @@ def run(args: argparse.Namespace) -> int:
     return 1 if memory is not None and memory.problems else 0
 
 
-def _memory_plan(args: argparse.Namespace, d: dict[str, Any]):
+def _settings_to_memory_args(args: argparse.Namespace, spec: Any) -> None:
+    """The launch command's engine and memory settings, where --memory's own flags were not given."""
+    from tilefit.cli.memory_args import ENGINES
+    from tilefit.memory.kv import KV_DTYPES
+
+    st = spec.settings
+    if spec.engine in ENGINES:
+        args.engine = spec.engine
+    for name, value in (("mem_fraction", st.mem_fraction), ("context_length", st.context_length),
+                        ("max_running_requests", st.max_running_requests),
+                        ("chunked_prefill", st.chunked_prefill_size)):
+        if getattr(args, name, None) is None and value is not None:
+            setattr(args, name, value)
+    if getattr(args, "kv_dtype", "auto") == "auto" and st.kv_cache_dtype in KV_DTYPES:
+        args.kv_dtype = st.kv_cache_dtype
+
+
+def _memory_plan(args: argparse.Namespace, d: dict[str, Any], model: str, tp: int, ep: int, dp: int):
     from tilefit.cli.memory_args import memory_request
     from tilefit.errors import UsageError
     from tilefit.memory import plan_memory
 
     if d["gpu"] is None:
         raise UsageError("--memory needs a GPU: pass --gpu NAME (see `tilefit gpus`)")
-    return plan_memory(memory_request(args, args.model, d["gpu"]["key"], args.engine, args.tp, args.ep, args.dp))
+    return plan_memory(memory_request(args, model, d["gpu"]["key"], args.engine or "sglang", tp, ep, dp))
