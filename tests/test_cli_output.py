@@ -19,7 +19,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 @pytest.mark.parametrize("args, needle", [
     (["plan", "--model", "no-such-model", "--json"], "unknown model 'no-such-model'"),
-    (["plan", "--json"], "the following arguments are required: --model"),
+    (["plan", "--json"], "give --model"),  # --model or a launch command after --
     (["plan", "--model", "glm-5", "--batch", "0", "--json"], "positive integer"),
     (["fit", "--family", "triton-moe", "--arch", "sm75", "--json"], "tilefit gpus"),
     (["diagnose", "/no/such.log", "--json"], "no such log file"),

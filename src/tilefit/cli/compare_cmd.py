@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.cli.launch_args import add_launch_args, launch_spec
 from tilefit.cli.output import print_json, table
 from tilefit.errors import UsageError
 from tilefit.numeric import MAX_COUNT, bounded_int
@@ -18,9 +19,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="TP vs EP for a deployment: predicted MoE-layer time per batch",
                        description="Predict one MoE layer's time on the busiest GPU for each layout "
                                    "(grouped GEMMs + communication) and name the winner per batch size.")
-    p.add_argument("--model", required=True, metavar="M", help="preset or config.json path")
+    from tilefit.engines import engine_names
+
+    p.add_argument("--model", metavar="M", help="preset, config.json path or Hugging Face id "
+                                                   "(default: the launch command's model)")
     p.add_argument("--gpu", required=True, metavar="NAME", help="GPU name (see `tilefit gpus`)")
-    p.add_argument("--gpus", type=positive_int, required=True, help="GPUs the MoE layers span")
+    p.add_argument("--gpus", type=positive_int,
+                   help="GPUs the MoE layers span (default: the launch command's layout)")
+    p.add_argument("--engine", choices=engine_names(),
+                   help="model the MoE kernel this engine runs (its backend rule: FlashInfer CUTLASS "
+                        "tiles or Triton tiles); default: Triton tiles")
+    p.add_argument("--engine-version", metavar="V", help="engine version for its backend rule")
     p.add_argument("--layouts", metavar="L,L,...",
                    help="layouts such as tp8,ep8,tp2ep4 (default: tpN,epN for --gpus N)")
     p.add_argument("--batch", type=int_list, default=DEFAULT_BATCHES, metavar="B,B,...",
@@ -37,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # CPU stand-in for tests: float32 torch reference GEMMs and gloo collectives.
     p.add_argument("--measure-backend", choices=("triton", "torch"), default="triton", help=argparse.SUPPRESS)
     add_json_arg(p)
+    add_launch_args(p, layout_flags=False)
     p.set_defaults(func=run)
 
 
@@ -74,16 +84,27 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
     from tilefit.perf.interconnect import default_interconnect, get_interconnect
     from tilefit.perf.moe_layer import Assumptions, compute_dtype, layer_time
 
-    model, gpu = load_model(args.model), get_gpu(args.gpu)
+    spec = launch_spec(args)
+    if not (args.model or spec):
+        raise UsageError("give --model (a preset, config.json or Hugging Face id) or a launch command after `--`")
+    model, gpu = load_model(args.model or spec.model), get_gpu(args.gpu)  # type: ignore[union-attr]
+    gpus = args.gpus or (spec.layout.gpus if spec else None)
+    if gpus is None:
+        raise UsageError("give --gpus N (the GPUs the MoE layers span) or a launch command after `--`")
     link = get_interconnect(args.interconnect) if args.interconnect else default_interconnect(gpu)
-    assumptions = Assumptions(ep_comm=args.ep_comm)
+    layouts = parse_layouts(args.layouts, gpus)
+    if spec and not args.layouts and (spec.layout.tp, spec.layout.ep) not in layouts \
+            and spec.layout.gpus == gpus:
+        layouts.insert(0, (spec.layout.tp, spec.layout.ep))  # the command's own layout first
+    kernel, kernel_note = _kernel_model(args, spec, model, gpu, layouts)
+    assumptions = Assumptions(ep_comm=args.ep_comm, kernel=kernel)
     plans = []
-    for tp, ep in parse_layouts(args.layouts, args.gpus):
+    for tp, ep in layouts:
         try:
             plans.append(plan_layer(model, Layout(tp=tp, ep=ep)))
         except UsageError as e:
             name = "x".join(f"{k.upper()}{v}" for k, v in (("tp", tp), ("ep", ep)) if v > 1) or "TP1"
-            raise UsageError(f"layout {name} for {args.gpus} GPUs: {e}; "
+            raise UsageError(f"layout {name} for {gpus} GPUs: {e}; "
                              f"pass --layouts with layouts that fit the model") from None
     measured = _measure(model, plans, args) if args.measure else {}
     rows = []
@@ -105,15 +126,59 @@ def compare_data(args: argparse.Namespace) -> dict[str, Any]:
         _measured_winner(batch_rows)
         rows += batch_rows
     return {
-        "model": model.name, "gpu": gpu.key, "gpu_name": gpu.name, "gpus": args.gpus,
+        "model": model.name, "gpu": gpu.key, "gpu_name": gpu.name, "gpus": gpus,
+        "kernel": {"family": kernel.family, "token_tiles": list(kernel.token_tiles), "tile_n": kernel.tile_n,
+                   "mma_efficiency": kernel.mma_efficiency, "why": kernel_note},
+        "launch": spec.as_dict() if spec else None,
         "weight_dtype": model.weight_dtype, "compute_dtype": compute_dtype(gpu, model.weight_dtype),
         "moe_layers": model.moe_layers,
         "interconnect": {"key": link.key, "description": link.description, "bandwidth_gbps": link.bandwidth_gbps,
                          "latency_us": link.latency_us, "source": link.source},
-        "assumptions": assumptions.lines(),
+        "assumptions": assumptions.lines() + [kernel_note],
         "source": "predicted and measured" if measured else "predicted (no measurement)",
         "rows": rows,
     }
+
+
+def _kernel_model(args: argparse.Namespace, spec: Any, model: Any, gpu: Any,
+                  layouts: list[tuple[int, int]]) -> tuple[Any, str]:
+    """The kernel the engine runs for this model on this GPU (its backend rule, as check reads it):
+    FlashInfer's CUTLASS MoE -> the token tiles of the catalogued tactics that launch on this arch
+    (swap-AB tactics put tokens along N, so small batches get N-sized tiles); Triton otherwise."""
+    from tilefit.engines import get_engine
+    from tilefit.engines.pins import flashinfer_pin
+    from tilefit.kernels.registry import get_family
+    from tilefit.layout import Layout
+    from tilefit.perf.moe_layer import TRITON_MOE, KernelModel
+
+    engine_name = spec.engine if spec else args.engine
+    if not engine_name:
+        return TRITON_MOE, "Triton fused-MoE tiles: no --engine or launch command, so the engine's kernel choice is not applied"
+    engine = get_engine(engine_name)
+    tp, ep = layouts[0]
+    try:
+        choice = engine.backend(model.weight_dtype, gpu.arch, layout=Layout(tp=tp, ep=ep),
+                                version=args.engine_version, environ=spec.environ if spec else {},
+                                flags=spec.flags() if spec and spec.argv else None)
+    except UsageError as e:
+        return TRITON_MOE, f"Triton fused-MoE tiles assumed: {e}"
+    if choice.family != "flashinfer-cutlass":
+        return TRITON_MOE, f"{engine_name} runs {choice.engine_backend} (Triton fused-MoE): {choice.rule}"
+    family = get_family("flashinfer-cutlass")
+    flashinfer = flashinfer_pin(engine_name, args.engine_version)
+    if choice.family_dtype not in family.dtypes(gpu.arch):
+        return TRITON_MOE, (f"{engine_name} runs {choice.engine_backend}, whose {choice.family_dtype} tactics on "
+                            f"{gpu.arch.name} tilefit has not catalogued: Triton tiles assumed")
+    tactics = [t for t in family.configs(gpu.arch, choice.family_dtype, flashinfer=flashinfer)
+               if family.verdict(t, gpu.arch, choice.family_dtype, flashinfer=flashinfer).fits]
+    token = sorted({t.tile[1] if t.swap_ab else t.tile[0] for t in tactics})
+    cols = sorted({t.tile[0] if t.swap_ab else t.tile[1] for t in tactics})
+    tile_n = 128 if 128 in cols else cols[len(cols) // 2]
+    kernel = KernelModel("flashinfer-cutlass", tuple(token), tile_n, 0.75,
+                         f"the {len(tactics)} FlashInfer {flashinfer or 'latest catalogued'} tactics that launch "
+                         f"on {gpu.arch.name}; efficiency assumed as for Triton, not measured")
+    return kernel, (f"{engine_name} runs {choice.engine_backend} (FlashInfer's CUTLASS MoE) for "
+                    f"{model.weight_dtype} on {gpu.arch.name}, so its CUTLASS tiles are modelled: {choice.rule}")
 
 
 def _measured_fields(m: Any, t: Any, layout: Any, ep_comm: str) -> dict[str, Any]:
@@ -215,6 +280,10 @@ def render(d: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tilefit.cli.launch_args import launch_lines
+
     d = compare_data(args)
-    print_json(d) if args.json else print(render(d))
+    spec = launch_spec(args)
+    head = launch_lines(spec, None) + [""] if spec else []
+    print_json(d) if args.json else print("\n".join(head + [render(d)]))
     return 0

@@ -68,7 +68,9 @@ def launch_lines(spec: LaunchSpec, limit: int | None, *, headline: bool = True) 
         head += f"{'; t' if head else 'T'}his needs {spec.gpus} GPUs, more than the {limit} of --gpus"
     elif limit is None and spec.gpus > NODE_GPUS:
         head += f"{'; t' if head else 'T'}his needs {spec.gpus} GPUs: more than one {NODE_GPUS}-GPU node"
-    out = ([head] if head else []) + [f"  {n}" for n in spec.notes]
+    # How the flags were read is said for launch commands; tilefit's own flags show their reading in
+    # the layout on the first line.
+    out = ([head] if head else []) + ([f"  {n}" for n in spec.notes] if spec.argv else [])
     if spec.unknown:
         out.append(f"  not understood (check the spelling; tilefit did not use them): {', '.join(spec.unknown)}")
     if spec.ignored:

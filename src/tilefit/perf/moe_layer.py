@@ -1,8 +1,9 @@
 """Predicted time of one MoE layer on the busiest GPU of a layout: grouped GEMMs + communication.
 
 GEMM time is max(memory time, compute time) plus a launch cost. Memory: the weights of every expert
-that receives a token, plus activations in and out. Compute: tiles of BLOCK_M x 128 rows/columns in
-waves over the SMs (wave quantisation and per-expert padding included). Under EP the busiest GPU
+that receives a token, plus activations in and out. Compute: the kernel's tiles (KernelModel: the
+Triton fused-MoE kernel's BLOCK_M x BLOCK_N, or the CUTLASS tactics FlashInfer can launch) in waves
+over the SMs (wave quantisation and per-expert padding included). Under EP the busiest GPU
 sets the pace. Communication: TP (and EP with replicated tokens) all-reduce the layer output; EP with
 attention DP sends top-k token copies out and back (all-to-all). Every constant is in `Assumptions`.
 """
@@ -21,19 +22,49 @@ EP_COMM = ("allreduce", "alltoall")
 
 
 @dataclass(frozen=True, slots=True)
+class KernelModel:
+    """The grouped-GEMM kernel a layer runs, as the time model sees it: the tile sizes it can use
+    along the token rows (the smallest that covers an expert's rows is taken, as an autotuner or
+    the engine's default config would), the tile along the output columns, and the sustained share
+    of the tensor-core peak its tile loop reaches."""
+
+    family: str  # "triton-moe" | "flashinfer-cutlass"
+    token_tiles: tuple[int, ...]
+    tile_n: int
+    mma_efficiency: float
+    source: str  # where the tiles and the efficiency come from
+
+    def block_m(self, rows_per_group: float) -> int:
+        for bm in self.token_tiles:
+            if rows_per_group <= bm:
+                return bm
+        return self.token_tiles[-1]
+
+    def line(self) -> str:
+        return (f"kernel: {self.family}, token tiles {'/'.join(map(str, self.token_tiles))} (by rows per "
+                f"expert) x {self.tile_n} columns, in waves over the SMs; tensor cores at "
+                f"{self.mma_efficiency:.0%} of dense peak ({self.source})")
+
+
+# The Triton fused-MoE kernel of vLLM and sglang: BLOCK_SIZE_M 16..128 by rows per expert (their
+# default configs grow BLOCK_SIZE_M with the batch), BLOCK_SIZE_N 128. 75% is an assumption.
+TRITON_MOE = KernelModel("triton-moe", (16, 32, 64, 128), 128, 0.75,
+                         "BLOCK_SIZE_M/N of the engines' default configs; efficiency assumed, not measured")
+
+
+@dataclass(frozen=True, slots=True)
 class Assumptions:
     bandwidth_efficiency: float = 0.90  # copy bandwidth / datasheet (H200 measured 4.3 of 4.8 TB/s)
-    mma_efficiency: float = 0.75  # sustained tensor-core rate of a grouped GEMM tile loop / dense peak
     launch_us: float = 4.0  # per kernel launch (outside CUDA graphs; inside them, less)
     activation_bytes: int = 2  # bf16 activations in and out
-    tile_n: int = 128
     ep_comm: str = "allreduce"  # "allreduce": TP attention, tokens replicated; "alltoall": DP attention
+    kernel: KernelModel = TRITON_MOE
 
     def lines(self) -> list[str]:
         return [
-            f"memory at {self.bandwidth_efficiency:.0%} of datasheet bandwidth; tensor cores at "
-            f"{self.mma_efficiency:.0%} of dense peak; {self.launch_us:g} us per kernel launch",
-            f"tiles of BLOCK_M (16/32/64/128 by rows per expert) x {self.tile_n} columns, in waves over the SMs",
+            f"memory at {self.bandwidth_efficiency:.0%} of datasheet bandwidth; {self.launch_us:g} us per "
+            f"kernel launch",
+            self.kernel.line(),
             "uniform random top-k routing; the busiest GPU (mean over the sampler's trials) sets the pace",
             "EP communication: " + ("all-reduce of the layer output (attention TP, tokens replicated)"
                                    if self.ep_comm == "allreduce" else
@@ -91,25 +122,19 @@ def compute_dtype(gpu: GPU, weight_dtype: str) -> str:
     return "bf16"
 
 
-def _block_m(rows_per_group: float) -> int:
-    for bm in (16, 32, 64):
-        if rows_per_group <= bm:
-            return bm
-    return 128
-
-
 def gemm_time(gpu: GPU, shape: GemmShape, rows: float, active: float, per_group_weight_bytes: float,
               dtype: str, a: Assumptions) -> GemmTime:
     """Time of one grouped GEMM that multiplies `rows` rows spread over `active` groups."""
     if rows <= 0 or active <= 0:
         return GemmTime(shape.name, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
     rows_per_group = rows / active
-    bm = _block_m(rows_per_group)
-    tiles = active * math.ceil(rows_per_group / bm) * math.ceil(shape.n / a.tile_n)
+    k = a.kernel
+    bm = k.block_m(rows_per_group)
+    tiles = active * math.ceil(rows_per_group / bm) * math.ceil(shape.n / k.tile_n)
     waves = math.ceil(tiles / gpu.sm_count)
     peak = gpu.peak_tflops(dtype) or gpu.peak_tflops("bf16") or 1.0
-    per_sm_flops_per_us = peak * 1e6 / gpu.sm_count * a.mma_efficiency
-    compute_us = waves * (2 * bm * a.tile_n * shape.k) / per_sm_flops_per_us
+    per_sm_flops_per_us = peak * 1e6 / gpu.sm_count * k.mma_efficiency
+    compute_us = waves * (2 * bm * k.tile_n * shape.k) / per_sm_flops_per_us
     nbytes = active * per_group_weight_bytes + rows * (shape.k + shape.n) * a.activation_bytes
     memory_us = nbytes / (gpu.mem_bandwidth_gbps * 1e3 * a.bandwidth_efficiency)
     flops = 2 * rows * shape.n * shape.k
