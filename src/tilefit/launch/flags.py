@@ -42,6 +42,14 @@ class Parsed:
 
 
 @lru_cache(maxsize=None)
+def table(engine: str) -> tuple[Flag, ...]:
+    """The flags that matter for `engine` (data/tables.toml)."""
+    rows = load_package_toml("tilefit.launch", "tables.toml")[engine]
+    return tuple(Flag(tuple(r["names"]), r.get("value", key), r.get("kind", "int"), r.get("note", ""))
+                 for key, r in rows.items())
+
+
+@lru_cache(maxsize=None)
 def known_flags(engine: str) -> frozenset[str]:
     """Every flag the engine's parser accepts in some version read."""
     return frozenset(load_package_toml("tilefit.launch", "flags.toml").get(engine, {}))

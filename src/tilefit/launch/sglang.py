@@ -9,7 +9,7 @@ attention inside those GPUs, without it --dp D starts D replicas of N GPUs each.
 from __future__ import annotations
 
 from tilefit.errors import UsageError
-from tilefit.launch.flags import Flag, parse_args
+from tilefit.launch.flags import parse_args, table
 from tilefit.launch.types import LaunchSettings, LaunchSpec, Parallel
 from tilefit.layout.plan import Layout
 
@@ -18,37 +18,8 @@ ENGINE = "sglang"
 # in 0.5.23; server_args.py _handle_a2a_moe for deepep/mooncake/nixl in 0.5.10).
 EP_SPANNING_A2A = frozenset({"deepep", "deepep_v2", "megamoe", "mooncake", "nixl", "ascend_fuseep",
                              "flashinfer", "flashinfer_megamoe", "mori", "pplx"})
-_REMOVED = "sglang 0.4.x switch, an error from 0.5.3 (DeprecatedAction) and unknown from 0.5.5"
 
-TABLE = (
-    Flag(("--model-path", "--model"), "model", "str"),
-    # argparse accepts unique prefixes: --tp, --ep and --dp stand for --tp-size, --ep-size, --dp-size.
-    Flag(("--tp-size", "--tensor-parallel-size", "--tp"), "tp"),
-    Flag(("--ep-size", "--expert-parallel-size", "--ep"), "ep"),
-    Flag(("--dp-size", "--data-parallel-size", "--dp"), "dp"),
-    Flag(("--pp-size", "--pipeline-parallel-size"), "pp"),
-    Flag(("--nnodes",), "nnodes"),
-    Flag(("--enable-dp-attention",), "dp_attention", "bool"),
-    Flag(("--moe-a2a-backend",), "a2a", "str"),
-    Flag(("--moe-dense-tp-size",), "moe_dense_tp", "int"),
-    Flag(("--quantization",), "quantization", "str"),
-    Flag(("--moe-runner-backend",), "moe_backend", "str"),
-    Flag(("--kv-cache-dtype",), "kv_cache_dtype", "str"),
-    Flag(("--dtype",), "dtype", "str"),
-    Flag(("--mem-fraction-static",), "mem_fraction", "float"),
-    Flag(("--max-running-requests",), "max_running_requests"),
-    Flag(("--context-length",), "context_length"),
-    Flag(("--chunked-prefill-size",), "chunked_prefill_size"),
-    Flag(("--cuda-graph-bs", "--cuda-graph-bs-decode"), "cuda_graph_bs", "ints"),
-    Flag(("--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"), "cuda_graph_max_bs"),
-    Flag(("--disable-cuda-graph",), "disable_cuda_graph", "bool"),
-    Flag(("--disable-flashinfer-autotune",), "no_autotune", "bool"),
-    Flag(("--enable-ep-moe",), "legacy_ep", "bool", f"{_REMOVED}; it set the EP size to the TP size"),
-    Flag(("--enable-deepep-moe",), "legacy_deepep", "bool",
-         f"{_REMOVED}; it selected DeepEP, which sets the EP size to the TP size"),
-    Flag(("--enable-flashinfer-cutlass-moe",), "legacy_fi_cutlass", "bool",
-         f"{_REMOVED}; it selected the flashinfer_cutlass MoE runner"),
-)
+TABLE = table(ENGINE)  # data/tables.toml: the flags that matter and their spellings
 
 
 def layout_of(tp: int = 1, ep: int = 1, dp: int = 1, *, dp_attention: bool = False,
@@ -107,18 +78,8 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec
     layout, replicas = par.layout, par.replicas
     backend = v.get("moe_backend") or ("flashinfer_cutlass" if v.get("legacy_fi_cutlass") else None)
     extra = tuple((k, str(v[k])) for k in ("a2a", "moe_dense_tp") if k in v)
-    settings = LaunchSettings(
-        quantization=v.get("quantization"), moe_backend=backend,  # type: ignore[arg-type]
-        kv_cache_dtype=v.get("kv_cache_dtype"), dtype=v.get("dtype"),  # type: ignore[arg-type]
-        mem_fraction=v.get("mem_fraction"),  # type: ignore[arg-type]
-        mem_fraction_kind="static" if "mem_fraction" in v else None,
-        max_running_requests=v.get("max_running_requests"),  # type: ignore[arg-type]
-        context_length=v.get("context_length"),  # type: ignore[arg-type]
-        chunked_prefill_size=v.get("chunked_prefill_size"),  # type: ignore[arg-type]
-        cuda_graph_batch_sizes=v.get("cuda_graph_bs"),  # type: ignore[arg-type]
-        cuda_graph_max_bs=v.get("cuda_graph_max_bs"),  # type: ignore[arg-type]
-        disable_cuda_graph=bool(v.get("disable_cuda_graph")),
-        flashinfer_autotune=False if v.get("no_autotune") else None,
+    settings = LaunchSettings.from_values(
+        v, "static", moe_backend=backend, flashinfer_autotune=False if v.get("no_autotune") else None,
         extra=tuple((("moe_a2a_backend" if k == "a2a" else "moe_dense_tp_size"), val) for k, val in extra))
     extra_pos = p.positionals[1:] if not v.get("model") else p.positionals
     return LaunchSpec(ENGINE, str(model), layout, par.gpus, settings, env,

@@ -11,25 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from tilefit.errors import UsageError
-from tilefit.launch.flags import Flag, parse_args
+from tilefit.launch.flags import parse_args, table
 from tilefit.launch.options_file import flatten, read_options
 from tilefit.launch.types import LaunchSettings, LaunchSpec, Parallel
 from tilefit.layout.plan import Layout
 
 ENGINE = "trtllm"
 
-TABLE = (
-    Flag(("--tensor_parallel_size", "--tp_size"), "tensor_parallel_size"),
-    Flag(("--pipeline_parallel_size", "--pp_size"), "pipeline_parallel_size"),
-    Flag(("--moe_expert_parallel_size", "--ep_size"), "moe_expert_parallel_size"),
-    Flag(("--max_batch_size",), "max_batch_size"),
-    Flag(("--max_num_tokens",), "max_num_tokens"),
-    Flag(("--max_seq_len",), "max_seq_len"),
-    Flag(("--free_gpu_memory_fraction", "--kv_cache_free_gpu_memory_fraction"),
-         "kv_cache_config.free_gpu_memory_fraction", "float"),
-    Flag(("--extra_llm_api_options", "--config"), "options", "str"),
-    Flag(("--backend",), "backend", "str"),
-)
+TABLE = table(ENGINE)  # data/tables.toml: the flags that matter and their spellings
 # LLM API option keys (flattened) that tilefit reads; other keys are listed as ignored.
 _READ = {"tensor_parallel_size", "pipeline_parallel_size", "moe_expert_parallel_size",
          "moe_tensor_parallel_size", "enable_attention_dp", "max_batch_size", "max_num_tokens",

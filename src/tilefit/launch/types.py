@@ -41,6 +41,27 @@ class LaunchSettings:
     # "moe_config.disable_finalize_fusion"), as given.
     extra: tuple[tuple[str, str], ...] = ()
 
+    @classmethod
+    def from_values(cls, values: dict[str, object], mem_fraction_kind: str, **given: object
+                    ) -> "LaunchSettings":
+        """Settings from parsed flag values named as data/tables.toml names them (quantization,
+        mem_fraction, cuda_graph_bs, ...); `given` overrides (e.g. a backend a legacy flag chose)."""
+        v = values
+        fields: dict[str, object] = {
+            "quantization": v.get("quantization"), "moe_backend": v.get("moe_backend"),
+            "kv_cache_dtype": v.get("kv_cache_dtype"), "dtype": v.get("dtype"),
+            "mem_fraction": v.get("mem_fraction"),
+            "mem_fraction_kind": mem_fraction_kind if v.get("mem_fraction") is not None else None,
+            "max_running_requests": v.get("max_running_requests"),
+            "context_length": v.get("context_length"),
+            "chunked_prefill_size": v.get("chunked_prefill_size"),
+            "cuda_graph_batch_sizes": v.get("cuda_graph_bs"),
+            "cuda_graph_max_bs": v.get("cuda_graph_max_bs"),
+            "disable_cuda_graph": bool(v.get("disable_cuda_graph")),
+        }
+        fields.update(given)
+        return cls(**fields)  # type: ignore[arg-type]
+
     def as_dict(self) -> dict[str, object]:
         out: dict[str, object] = {}
         for name in self.__slots__:  # type: ignore[attr-defined]

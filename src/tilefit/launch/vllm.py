@@ -8,33 +8,14 @@ vLLM uses tensor x data x pipeline parallel GPUs. Its MoE layers flatten TP acro
 from __future__ import annotations
 
 from tilefit.errors import UsageError
-from tilefit.launch.flags import Flag, parse_args
+from tilefit.launch.flags import parse_args, table
 from tilefit.launch.options_file import read_options
 from tilefit.launch.types import LaunchSettings, LaunchSpec, Parallel
 from tilefit.layout.plan import Layout
 
 ENGINE = "vllm"
 
-TABLE = (
-    Flag(("--model",), "model", "str"),
-    Flag(("--tensor-parallel-size", "-tp"), "tp"),
-    Flag(("--data-parallel-size", "-dp"), "dp"),
-    Flag(("--pipeline-parallel-size", "-pp"), "pp"),
-    Flag(("--enable-expert-parallel", "-ep"), "ep", "bool"),
-    Flag(("--no-enable-expert-parallel",), "ep", "negbool"),
-    Flag(("--quantization", "-q"), "quantization", "str"),
-    Flag(("--moe-backend",), "moe_backend", "str"),
-    Flag(("--kv-cache-dtype",), "kv_cache_dtype", "str"),
-    Flag(("--dtype",), "dtype", "str"),
-    Flag(("--gpu-memory-utilization",), "mem_fraction", "float"),
-    Flag(("--max-num-seqs",), "max_running_requests"),
-    Flag(("--max-model-len",), "context_length"),
-    Flag(("--max-num-batched-tokens",), "chunked_prefill_size"),
-    Flag(("--cudagraph-capture-sizes", "--cuda-graph-sizes"), "cuda_graph_bs", "ints"),
-    Flag(("--max-cudagraph-capture-size",), "cuda_graph_max_bs"),
-    Flag(("--enforce-eager",), "disable_cuda_graph", "bool"),
-    Flag(("--config",), "config", "str"),
-)
+TABLE = table(ENGINE)  # data/tables.toml: the flags that matter and their spellings
 
 
 def layout_of(tp: int = 1, dp: int = 1, *, expert_parallel: bool = False, pp: int = 1) -> Parallel:
@@ -80,17 +61,7 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=Non
     par = layout_of(int(v.get("tp", 1)), int(v.get("dp", 1)), expert_parallel=bool(v.get("ep")), pp=pp)
     notes += par.notes
     layout = par.layout
-    settings = LaunchSettings(
-        quantization=v.get("quantization"), moe_backend=v.get("moe_backend"),  # type: ignore[arg-type]
-        kv_cache_dtype=v.get("kv_cache_dtype"), dtype=v.get("dtype"),  # type: ignore[arg-type]
-        mem_fraction=v.get("mem_fraction"),  # type: ignore[arg-type]
-        mem_fraction_kind="utilization" if "mem_fraction" in v else None,
-        max_running_requests=v.get("max_running_requests"),  # type: ignore[arg-type]
-        context_length=v.get("context_length"),  # type: ignore[arg-type]
-        chunked_prefill_size=v.get("chunked_prefill_size"),  # type: ignore[arg-type]
-        cuda_graph_batch_sizes=v.get("cuda_graph_bs"),  # type: ignore[arg-type]
-        cuda_graph_max_bs=v.get("cuda_graph_max_bs"),  # type: ignore[arg-type]
-        disable_cuda_graph=bool(v.get("disable_cuda_graph")))
+    settings = LaunchSettings.from_values(v, "utilization")
     extra_pos = p.positionals[1:] if not v.get("model") else p.positionals
     return LaunchSpec(ENGINE, str(model), layout, par.gpus, settings, env, tuple(p.ignored),
                       tuple(p.unknown) + tuple(extra_pos), tuple(args), pipeline=pp,
