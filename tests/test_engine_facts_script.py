@@ -1,0 +1,64 @@
+"""scripts/engine_facts.py's readers on small extracted-wheel trees written here: each fact comes
+out as the engine's code says it, and tilefit's side of the table reads tilefit's own data."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from wheel_facts import flashinfer, sglang, tilefit_side, vllm  # noqa: E402
+
+
+def _write(root: Path, rel: str, text: str) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+def test_sglang_reader(tmp_path):
+    _write(tmp_path, "sglang/srt/environ.py", "    SGLANG_FLASHINFER_MOE_FUSED_FINALIZE = EnvBool(False)\n")
+    _write(tmp_path, "sglang/srt/arg_groups/overrides.py",
+           'if (\n    moe_runner_backend == "auto"\n    and view.quantization == "modelopt_fp4"\n'
+           '    and get_platform().is_sm120\n):\n    moe_runner_backend = "flashinfer_cutlass"\n')
+    _write(tmp_path, "sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py",
+           'd = os.environ.get("SGLANG_MOE_CONFIG_DIR", os.path.dirname(__file__))\n'
+           "available_versions = sorted(os.listdir(configs_root))\n")
+    f = sglang.facts(tmp_path)
+    assert f["sglang: fused-finalize switch default"] == "off"
+    assert f["sglang: NVFP4 MoE on SM120, --moe-runner-backend auto"].startswith("flashinfer_cutlass when")
+    assert f["sglang: tuned-config package folder"] == "moe_runner/triton_utils"
+    assert f["sglang: Triton-version folder fallback"] == "triton_* folders on disk, newest first"
+
+
+@pytest.mark.parametrize("order,expected", [
+    ("FLASHINFER_TRTLLM, FLASHINFER_CUTLASS, TRITON", "FLASHINFER_CUTLASS"),
+    ("TRITON, FLASHINFER_CUTLASS", "TRITON"),
+])
+def test_vllm_reader_follows_the_cuda_priority_list(tmp_path, order, expected):
+    items = ",\n".join(f"    UnquantizedMoeBackend.{x.strip()}" for x in order.split(","))
+    _write(tmp_path, "vllm/model_executor/layers/fused_moe/oracle/unquantized.py",
+           f"if rocm:\n  _AVAILABLE_BACKENDS = [\n    UnquantizedMoeBackend.AITER,\n  ]\n"
+           f"elif cuda:\n  _AVAILABLE_BACKENDS = [\n{items},\n  ]\n")
+    assert vllm.facts(tmp_path)["vllm: bf16 MoE on SM120, auto"].startswith(expected)
+
+
+def test_flashinfer_reader_sees_the_switch_before_the_tactic_list(tmp_path):
+    binding = "flashinfer/data/csrc/fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_binding.cu"
+    _write(tmp_path, binding, "mKernelRunner->use_fused_finalize_ = mUseFusedFinalize;\n"
+                              "auto g2 = mKernelRunner->getTactics(kernels::MoeGemmId::GEMM_2);\n")
+    assert flashinfer.facts(tmp_path)["flashinfer: gemm2 list follows use_fused_finalize"].startswith("yes")
+    _write(tmp_path, binding, "auto g2 = mKernelRunner->getTactics(kernels::MoeGemmId::GEMM_2);\n")
+    assert flashinfer.facts(tmp_path)["flashinfer: gemm2 list follows use_fused_finalize"].startswith("no")
+
+
+def test_tilefit_side_reads_tilefit_data():
+    says = tilefit_side.SAYS
+    assert says["flashinfer: FLASHINFER_TACTICS_BLOCKLIST"]("0.6.14") == "absent"
+    assert says["flashinfer: FLASHINFER_TACTICS_BLOCKLIST"]("0.6.15") == "read"
+    assert says["flashinfer: gemm2 list follows use_fused_finalize"]("0.6.15").startswith("yes")
+    assert says["sglang: NVFP4 MoE on SM120, --moe-runner-backend auto"]("0.5.12") == "absent"
+    assert says["sglang: NVFP4 MoE on SM120, --moe-runner-backend auto"]("0.5.13").startswith("flashinfer_cutlass when")
+    assert says["vllm: bf16 MoE on SM120, auto"]("0.15.0") == "TRITON unless VLLM_USE_FLASHINFER_MOE_FP16=1 with EP"
+    assert says["sglang: pinned flashinfer-python"]("0.5.23") == "0.7.2"
