@@ -103,3 +103,12 @@ def test_tilefit_flags_mean_what_the_engine_means(engine, kw, gpus, layout):
 
     par = parallel_of(engine, **kw)
     assert par.gpus == gpus and (par.layout.tp, par.layout.ep, par.layout.dp) == layout
+
+
+def test_sglang_attention_dp_size_and_moe_dp_size():
+    # 0.5.22+: --attn-dp-size splits attention inside the TP group; moe_tp = tp // ep // moe_dp
+    # (model_runner_components/moe_ep_setup.py, sglang 0.5.23).
+    a = parse_launch("sglang serve --model-path m --tp 8 --attn-dp-size 4")
+    assert a.gpus == 8 and (a.layout.tp, a.layout.dp, a.layout.attention_tp) == (8, 4, 2)
+    m = parse_launch("sglang serve --model-path m --tp 8 --ep 2 --moe-dp-size 2")
+    assert m.gpus == 8 and (m.layout.tp, m.layout.ep) == (2, 2)

@@ -23,7 +23,7 @@ TABLE = table(ENGINE)  # data/tables.toml: the flags that matter and their spell
 
 
 def layout_of(tp: int = 1, ep: int = 1, dp: int = 1, *, dp_attention: bool = False,
-              a2a: str | None = None, ep_spans_tp: bool = False, pp: int = 1,
+              a2a: str | None = None, ep_spans_tp: bool = False, pp: int = 1, moe_dp: int = 1,
               lenient: bool = False) -> Parallel:
     """sglang's reading of --tp-size/--ep-size/--dp-size (+ --enable-dp-attention, the a2a backend).
     `lenient` (tilefit's own flags, not a launch command): --ep M with --tp 1 is read as --tp M --ep M,
@@ -43,6 +43,14 @@ def layout_of(tp: int = 1, ep: int = 1, dp: int = 1, *, dp_attention: bool = Fal
         tp = ep
     if tp % ep:
         raise UsageError(f"sglang carves --ep-size out of --tp-size: {ep} does not divide {tp}")
+    if moe_dp > 1:
+        # model_runner_components/moe_ep_setup.py (0.5.23): moe_tp_size = tp_size // ep_size // moe_dp_size.
+        if tp % (ep * moe_dp) or dp > 1:
+            raise UsageError(f"sglang --moe-dp-size {moe_dp}: tilefit models it with --ep-size x --moe-dp-size "
+                             f"dividing --tp-size and no --dp-size; got tp {tp}, ep {ep}, dp {dp}")
+        notes.append(f"--moe-dp-size {moe_dp}: the MoE layers run in {moe_dp} data-parallel groups of "
+                     f"{tp // moe_dp} GPUs (MoE TP{tp // ep // moe_dp} x EP{ep} each)")
+        return Parallel(Layout(tp=tp // ep // moe_dp, ep=ep), tp * pp, 1, tuple(notes))
     if dp_attention and dp == 1:
         # server_args.py _handle_data_parallelism (0.5.10): dp_size 1 turns DP attention off.
         notes.append("--enable-dp-attention with --dp-size 1: sglang 0.5.x turns DP attention off "
@@ -71,9 +79,13 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec
         raise UsageError("the sglang command names no model: add --model-path MODEL")
     pp, nodes = int(v.get("pp", 1)), int(v.get("nnodes", 1))
     a2a = v.get("a2a")
-    par = layout_of(int(v.get("tp", 1)), int(v.get("ep", 1)), int(v.get("dp", 1)),
-                    dp_attention=bool(v.get("dp_attention")), a2a=str(a2a) if a2a else None,
-                    ep_spans_tp=bool(v.get("legacy_ep") or v.get("legacy_deepep")), pp=pp)
+    # --attn-dp-size (0.5.22+) is the attention DP group count inside the TP group, as --dp-size is
+    # with --enable-dp-attention (arg_groups/fields/parallel.py).
+    attn_dp = int(v.get("attn_dp", 1))
+    par = layout_of(int(v.get("tp", 1)), int(v.get("ep", 1)), attn_dp if attn_dp > 1 else int(v.get("dp", 1)),
+                    dp_attention=bool(v.get("dp_attention")) or attn_dp > 1, a2a=str(a2a) if a2a else None,
+                    ep_spans_tp=bool(v.get("legacy_ep") or v.get("legacy_deepep")), pp=pp,
+                    moe_dp=int(v.get("moe_dp", 1)))
     notes = list(p.notes) + list(par.notes)
     layout, replicas = par.layout, par.replicas
     backend = v.get("moe_backend") or ("flashinfer_cutlass" if v.get("legacy_fi_cutlass") else None)
