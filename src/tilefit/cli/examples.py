@@ -12,17 +12,19 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
     "check": (
         ("GLM-5-NVFP4 on eight RTX PRO 6000s under EP8 with sglang",
          "tilefit check --model glm-5-nvfp4 --gpu rtx-pro-6000 --ep 8 --engine sglang"),
-        ("the same with the fused-finalize switch the engine will see",
-         "tilefit check --model glm-5-nvfp4 --gpu rtx-pro-6000 --ep 8 --engine sglang "
-         "--env SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0"),
         ("vLLM's Triton path for a tuned-config folder, as JSON",
          "tilefit check --model qwen3-30b-a3b --gpu rtx-4090 --tp 2 --engine vllm --config-dir ./configs --json"),
+        ("the engine's own launch command, read as sglang reads it (8 GPUs, EP8)",
+         "tilefit check --gpu rtx-pro-6000 -- python -m sglang.launch_server --model-path zai-org/GLM-5-NVFP4 "
+         "--tp 8 --ep 8 --quantization modelopt_fp4"),
     ),
     "plan": (
         ("GLM-5's per-GPU expert GEMMs under EP8",
          "tilefit plan --model glm-5 --gpu h200 --ep 8"),
         ("a Hugging Face config.json under TP2 at three batch sizes",
          "tilefit plan --model ./Qwen3-30B-A3B/config.json --tp 2 --batch 1,64,1024"),
+        ("a vLLM command: -tp 4 -dp 2 with expert parallelism is EP8 over eight GPUs",
+         "tilefit plan --gpu h200 -- vllm serve zai-org/GLM-5-FP8 -tp 4 -dp 2 --enable-expert-parallel"),
     ),
     "fit": (
         ("which Triton fused-MoE tiles fit an RTX 5090 (one row per tile and pipeline depth)",
