@@ -38,7 +38,11 @@ def parallel_of(engine: str, *, tp: int = 1, ep: int = 1, dp: int = 1,
     --dp replicas unless DP attention; vLLM: tp x dp GPUs, EP over all of them with
     --enable-expert-parallel; TensorRT-LLM: ep x moe tp = tp, DP attention over the tp ranks)."""
     from tilefit.launch import sglang, trtllm, vllm
+    from tilefit.layout.plan import MAX_PARALLEL
 
+    for name, value in (("tp", tp), ("ep", ep), ("dp", dp)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_PARALLEL:
+            raise UsageError(f"--{name} must be an integer in 1..{MAX_PARALLEL}, got {value!r}")
     if engine == "sglang":
         return sglang.layout_of(tp, ep, dp, dp_attention=enable_dp_attention, lenient=True)
     if engine == "vllm":
