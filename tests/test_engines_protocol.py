@@ -42,7 +42,13 @@ def test_engines_without_triton_files_say_so():
         trt.default_configs([1], E=8, weight_dtype="bf16", arch="sm90")
 
 
-def test_layout_today_reads_the_flags_as_tilefit_layouts():
-    for name in engine_names():
-        lay = get_engine(name).layout(tp=2, ep=4, dp=2)
-        assert (lay.tp, lay.ep, lay.dp, lay.gpus) == (2, 4, 2, 8)
+@pytest.mark.parametrize("name,flags,want", [
+    ("sglang", dict(tp=8, ep=8), (1, 8, 1, 8)),  # EP carved out of the TP group: 8 GPUs, not 64
+    ("sglang", dict(tp=8, ep=4, dp=2, enable_dp_attention=True), (2, 4, 2, 8)),
+    ("vllm", dict(tp=4, dp=2, enable_expert_parallel=True), (1, 8, 2, 8)),  # EP over tp x dp
+    ("vllm", dict(tp=4, dp=2), (8, 1, 2, 8)),  # MoE TP flattened over tp x dp
+    ("trtllm", dict(tp=8, ep=4), (2, 4, 1, 8)),  # ep_size x moe tp = tp_size
+])
+def test_layout_reads_the_flags_with_the_engines_meaning(name, flags, want):
+    lay = get_engine(name).layout(**flags)
+    assert (lay.tp, lay.ep, lay.dp, lay.gpus) == want

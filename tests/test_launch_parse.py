@@ -112,3 +112,11 @@ def test_sglang_attention_dp_size_and_moe_dp_size():
     assert a.gpus == 8 and (a.layout.tp, a.layout.dp, a.layout.attention_tp) == (8, 4, 2)
     m = parse_launch("sglang serve --model-path m --tp 8 --ep 2 --moe-dp-size 2")
     assert m.gpus == 8 and (m.layout.tp, m.layout.ep) == (2, 2)
+
+
+def test_a_command_inside_bash_c_in_a_container():
+    # NVIDIA's DGX Spark playbook shape: docker -e sets the variable the inner command expands.
+    spec = parse_launch("docker exec \\\n  -e MODEL=\"nvidia/Qwen3-235B-A22B-FP4\" \\\n  -it c bash -c '\n"
+                        "    mpirun -x HF_TOKEN \\\n      trtllm-serve \\\n      $MODEL \\\n"
+                        "      --tp_size 2 --port 8355\n'")
+    assert spec.engine == "trtllm" and spec.model == "nvidia/Qwen3-235B-A22B-FP4" and spec.gpus == 2

@@ -33,26 +33,57 @@ class Invocation:
     env: tuple[tuple[str, str], ...]
 
 
+def _unquoted_lines(text: str) -> str:
+    """`text` with comments dropped and every newline outside quotes made a `;`, so a quoted
+    argument may span lines (`bash -c '...'`) while each line stays its own statement."""
+    out: list[str] = []
+    quote = ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\" and quote == '"' and i + 1 < len(text):
+                out.append(text[i:i + 2])
+                i += 2
+                continue
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c == "\\" and i + 1 < len(text):
+            out.append(text[i:i + 2])
+            i += 2
+            continue
+        elif c == "#" and (not out or out[-1][-1:].isspace() or out[-1][-1:] == ";"):
+            while i < len(text) and text[i] != "\n":
+                i += 1  # a comment runs to the end of the line
+            continue
+        elif c == "\n":
+            c = " ; "
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def _statements(text: str) -> list[list[str]]:
     """Shell words per statement (newlines, ;, &&, ||, | and & end a statement)."""
-    text = _CONTINUATION.sub(" ", text.replace("\r\n", "\n"))
+    text = _unquoted_lines(_CONTINUATION.sub(" ", text.replace("\r\n", "\n")))
+    lex = shlex.shlex(text, posix=True, punctuation_chars=";&|")
+    lex.whitespace_split = True
+    lex.commenters = ""
+    try:
+        words = list(lex)
+    except ValueError as e:  # an unclosed quote
+        raise UsageError(f"cannot read the launch command: {e} in {text.strip()[:80]!r}") from None
     out: list[list[str]] = []
-    for line in text.split("\n"):
-        lex = shlex.shlex(line, posix=True, punctuation_chars=";&|")
-        lex.whitespace_split = True
-        lex.commenters = "#"
-        try:
-            words = list(lex)
-        except ValueError as e:  # an unclosed quote
-            raise UsageError(f"cannot read the launch command: {e} in {line.strip()[:80]!r}") from None
-        current: list[str] = []
-        for w in words:
-            if w in _SEPARATORS:
-                out.append(current)
-                current = []
-            else:
-                current.append(w)
-        out.append(current)
+    current: list[str] = []
+    for w in words:
+        if w in _SEPARATORS or set(w) <= set(";&|"):
+            out.append(current)
+            current = []
+        else:
+            current.append(w)
+    out.append(current)
     return [s for s in out if s]
 
 
@@ -100,25 +131,51 @@ def parse_command(command: str | list[str] | tuple[str, ...]) -> Invocation:
         words = [_expand(w, {**shell, **exported}) for w in words]
         found = _entry(words)
         if found is None:
+            inner = _shell_c(words)
+            if inner is not None:
+                # `docker run ... IMAGE bash -c '<commands>'`: the inner shell sees the wrapper's -e
+                # variables and the exported ones; read its commands the same way.
+                env = {**exported, **_wrapper_env(words)}
+                try:
+                    return parse_command(_exports(env) + inner)
+                except UsageError:
+                    pass
             _assignments(words, shell, exported)
             continue
         start, end, engine, entry = found
-        env = dict(exported)
-        before = words[:start]
-        for j, w in enumerate(before):
-            m = _ASSIGN.match(w)
-            prev = before[j - 1] if j else ""
-            if prev in _ENV_FLAGS and m:
-                env[m.group(1)] = m.group(2)
-            elif w.startswith("--env=") and _ASSIGN.match(w[6:]):
-                k, v = _ASSIGN.match(w[6:]).groups()  # type: ignore[union-attr]
-                env[k] = v
-            elif m and prev not in ("-v", "--volume", "-p"):
-                env[m.group(1)] = m.group(2)
+        env = {**exported, **_wrapper_env(words[:start])}
         return Invocation(engine, entry, tuple(words[end:]), tuple(sorted(env.items())))
     raise UsageError("no sglang, vLLM or TensorRT-LLM server command found; tilefit reads "
                      "`python -m sglang.launch_server ...`, `sglang serve ...`, `vllm serve MODEL ...`, "
                      "`python -m vllm.entrypoints.openai.api_server ...` and `trtllm-serve MODEL ...`")
+
+
+def _wrapper_env(before: list[str]) -> dict[str, str]:
+    """VAR=value before the entry point: leading assignments, `env`, docker -e/--env, mpirun -x."""
+    env: dict[str, str] = {}
+    for j, w in enumerate(before):
+        m = _ASSIGN.match(w)
+        prev = before[j - 1] if j else ""
+        if prev in _ENV_FLAGS and m:
+            env[m.group(1)] = m.group(2)
+        elif w.startswith("--env=") and _ASSIGN.match(w[6:]):
+            k, v = _ASSIGN.match(w[6:]).groups()  # type: ignore[union-attr]
+            env[k] = v
+        elif m and prev not in ("-v", "--volume", "-p"):
+            env[m.group(1)] = m.group(2)
+    return env
+
+
+def _shell_c(words: list[str]) -> str | None:
+    """The command string of `bash -c '...'` / `sh -c '...'` in a statement, if any."""
+    for i, w in enumerate(words[:-2]):
+        if w.rsplit("/", 1)[-1] in ("bash", "sh") and words[i + 1] == "-c":
+            return words[i + 2]
+    return None
+
+
+def _exports(env: dict[str, str]) -> str:
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items())
 
 
 def _assignments(words: list[str], shell: dict[str, str], exported: dict[str, str]) -> None:
