@@ -26,9 +26,22 @@ except ModuleNotFoundError:  # Python 3.10
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
 
-# Held-out entries the rules got wrong when measured (name -> why); see benchmarks/RESULTS.md.
-HOLDOUT_MISSES: dict[str, str] = {}
-MEASURED_HOLDOUT = False  # set once the held-out fifth has been measured
+# Held-out entries the rules got wrong when measured once, at the end (2026-12-01 05:30, 25 of 29
+# right; benchmarks/RESULTS.md): left wrong on purpose, with the reason, not tuned to.
+HOLDOUT_MISSES: dict[str, str] = {
+    "sglang-sglang-17494-sm120-uvicorn-up-warmup-prefill-in-progress":
+        "sglang's own warmup request prints a 'Prefill batch' line before 'fired up'; serving lines are read "
+        "as readiness",
+    "vllm-flashinfer-3134-enginecore-unsupported-tile-cluster-config-dump":
+        "an exception message the EngineCore logs at ERROR (core.py) with no traceback or 'failed to start' "
+        "line in the excerpt; the unsupported-tile line alone is one an autotuner may catch",
+    "vllm-vllm-44780-kv-offload-segfault-encountered-unknown-frames":
+        "the '!!!!!!! Segfault encountered !!!!!!!' banner is a spelling no rule knows",
+    "vllm-vllm-50934-gb10-misaligned-dump-scheduler-output":
+        "vLLM's 'Dumping scheduler output for model execution' (printed when the engine core fails) is not "
+        "read as an end",
+}
+MEASURED_HOLDOUT = True  # the held-out fifth has been measured: its entries are asserted too
 
 
 def _entries() -> list[tuple[str, dict]]:
