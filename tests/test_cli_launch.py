@@ -52,3 +52,14 @@ def test_check_says_when_the_command_needs_more_gpus(cli):
 def test_bad_launch_usage_is_one_line_and_exit_2(cli, args, needle):
     r = cli(*args)
     assert r.code == 2 and needle in r.err and "Traceback" not in r.err
+
+
+def test_trtllm_yaml_turns_fused_finalize_off(cli, tmp_path):
+    # moe_config.disable_finalize_fusion in the LLM API options YAML reaches the fused-finalize rule:
+    # no FINALIZE tactic is profiled, so none of the SM120 FINALIZE overflows is reported.
+    opts = tmp_path / "opts.yml"
+    opts.write_text("moe_config:\n  backend: CUTLASS\n  disable_finalize_fusion: true\n")
+    d = cli("check", "--gpu", "rtx-pro-6000", "--model", "glm-5-nvfp4", "--json", "--", "trtllm-serve",
+            "nvidia/GLM-5-NVFP4", "--tp_size", "8", "--ep_size", "8", "--config", str(opts)).json()
+    assert d["checked"]["tactics"] == 48 - 16
+    assert not [f for f in d["findings"] if f["kind"] == "tactics-cannot-launch"]

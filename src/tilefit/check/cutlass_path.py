@@ -36,7 +36,8 @@ def check_cutlass(req: CheckRequest, choice: Any, gpu: Any, plan: Any) -> tuple[
             (f"catalogued on {arch.name}: {', '.join(family.dtypes(arch)) or 'none'}",
              "pass --backend triton to check the Triton fused-MoE path instead, if the engine can run it"))], \
             _checked(dtype, flashinfer, 0, 0)
-    state = engine.fused_finalize(version=req.engine_version, environ=req.env)
+    state = engine.fused_finalize(version=req.engine_version, environ=req.env,
+                                  settings=dict(req.flags) if req.flags else None)
     finalize, finalize_why = state.enabled, state.why
     # The list the engine really profiles: with fused finalize off FlashInfer (>= 0.6.15) leaves the
     # FINALIZE copies out, and every later gemm2 id moves down.
