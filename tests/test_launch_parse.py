@@ -120,3 +120,9 @@ def test_a_command_inside_bash_c_in_a_container():
                         "    mpirun -x HF_TOKEN \\\n      trtllm-serve \\\n      $MODEL \\\n"
                         "      --tp_size 2 --port 8355\n'")
     assert spec.engine == "trtllm" and spec.model == "nvidia/Qwen3-235B-A22B-FP4" and spec.gpus == 2
+
+
+def test_vllm_compilation_config_cuda_graph_sizes():
+    spec = parse_launch("""vllm serve m --compilation-config '{"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 4}'""")
+    assert spec.settings.cuda_graph_batch_sizes == (1, 2, 4) and spec.settings.cuda_graph_max_bs == 4
+    assert parse_launch("""vllm serve m -O '{"cudagraph_mode": "NONE"}'""").settings.disable_cuda_graph

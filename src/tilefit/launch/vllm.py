@@ -61,8 +61,29 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=Non
     par = layout_of(int(v.get("tp", 1)), int(v.get("dp", 1)), expert_parallel=bool(v.get("ep")), pp=pp)
     notes += par.notes
     layout = par.layout
-    settings = LaunchSettings.from_values(v, "utilization")
+    settings = LaunchSettings.from_values(v, "utilization", **_compilation(v.get("compilation")))
     extra_pos = p.positionals[1:] if not v.get("model") else p.positionals
     return LaunchSpec(ENGINE, str(model), layout, par.gpus, settings, env, tuple(p.ignored),
                       tuple(p.unknown) + tuple(extra_pos), tuple(args), pipeline=pp,
                       notes=tuple(notes))
+
+
+def _compilation(text: object) -> dict[str, object]:
+    """CUDA-graph settings from --compilation-config JSON (an -O level like '3' has none)."""
+    if not isinstance(text, str) or not text.strip().startswith("{"):
+        return {}
+    import json
+
+    try:
+        cfg = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--compilation-config is not valid JSON ({e.msg})") from None
+    out: dict[str, object] = {}
+    sizes = cfg.get("cudagraph_capture_sizes")
+    if isinstance(sizes, list) and all(isinstance(x, int) for x in sizes):
+        out["cuda_graph_batch_sizes"] = tuple(sizes)
+    if isinstance(cfg.get("max_cudagraph_capture_size"), int):
+        out["cuda_graph_max_bs"] = cfg["max_cudagraph_capture_size"]
+    if str(cfg.get("cudagraph_mode", "")).upper() == "NONE":
+        out["disable_cuda_graph"] = True
+    return out
