@@ -18,7 +18,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from tilefit.diagnose.analyze import LineReader
-from tilefit.diagnose.events import TIERS, Rule
+from tilefit.diagnose.events import ERROR, EXCEPTION, FATAL, TIERS, TRACEBACK, Rule
 from tilefit.diagnose.parser import MAX_LINE, LineScanner, is_backtrace_frame
 from tilefit.diagnose.rules import RuleSet
 
@@ -48,10 +48,18 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     """Lines starting in [start, stop): their count, and the records this piece owes the tracker."""
     reader = _reader(rules)
     records: list[Record] = []
-    # Weak-tier lines (Rule.tier) change the tracker's state only the first time after an ordinary
-    # gated line (a served request makes the server ready; once ready nothing more is learnt until
-    # the next error), so a worker sends the first of each tier after each ordinary line.
+    # Weak-tier lines (Rule.tier) change the tracker's state only the first time after a line that
+    # may leave an error unresolved (a served request makes the server ready and resolves errors;
+    # once ready nothing more is learnt until the next error, see Tracker.needs), so a worker sends
+    # the first of each tier after each such line; a caught tactic failure or a progress line
+    # cannot leave one.
     sent: set[str] = set()
+    rule_of = reader.rules.rules
+
+    def unresolving(packed: list[Any]) -> bool:
+        """Whether a line's matches can leave an error for a later served request to resolve."""
+        return any(rule_of[i].rule.severity in (ERROR, FATAL) or rule_of[i].rule.kind in (EXCEPTION, TRACEBACK)
+                   for p in packed if p is not None for i, _ in p[3])
 
     def needs() -> tuple[str, ...]:
         return tuple(t for t in TIERS if t not in sent)
@@ -59,11 +67,12 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     def collect(line: int, segments: list[str], gated: bool) -> int:
         if gated:  # every gated line may open a window: send its frames, the tracker decides
             tiers = _tiers(segments)
+            packed = [reader.pack(t) for t in segments]
             if tiers:
                 sent.update(tiers)
-            else:
+            elif unresolving(packed):
                 sent.clear()
-            records.append((line, GATED, (segments, [reader.pack(t) for t in segments], tiers)))
+            records.append((line, GATED, (segments, packed, tiers)))
             return detail_lines
         # Frames right after a gated line (or at the top of the piece: the previous piece's gated
         # line may own them); the first other line ends the run.
@@ -77,7 +86,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     def frames(first: int, texts: list[str]) -> None:
         details = reader.details
         gated = [(i, t, _tiers([t])) for i, t in enumerate(texts) if needle(t)]
-        if any(not tiers for _, _, tiers in gated):
+        if any(not tiers and unresolving([reader.pack(t)]) for _, t, tiers in gated):
             sent.clear()
         records.append((first, RUN, (len(texts), [(i, d) for i, d in enumerate(map(details, texts)) if d], gated)))
 
