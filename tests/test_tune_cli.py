@@ -8,6 +8,7 @@ import pytest
 
 from tilefit.cli import tune_cmd
 from tilefit.tune.journal import read_entries
+from tilefit.tune.targets.base import MOE_SPACE
 from tilefit.tune.targets.base import TuneShape
 from tilefit.tune.targets.fake import FakeTarget
 from tilefit.tune.targets.replay import record
@@ -37,7 +38,7 @@ def test_fake_run_json_and_files(cli, tmp_path):
     assert stored["gemm2"]["64"] == data["rows"][3]["config_dict"]
     assert (tmp_path / "tune_summary.json").exists()
     # Every measurement is in the journal; a second run needs --resume.
-    assert sum(1 for e in read_entries(tmp_path / "journal.jsonl") if e.batch == 64) >= 2 * 16
+    assert sum(1 for e in read_entries(tmp_path / "journal.jsonl", MOE_SPACE.from_dict) if e.batch == 64) >= 2 * 16
     again = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1,64",
                 "--out", str(tmp_path), *FAST)
     assert again.code == 2 and "--resume" in again.err

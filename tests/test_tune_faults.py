@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from tilefit.kernels.triton_moe.config import MoEConfig
+from tilefit.tune.targets.base import MOE_SPACE
 from tilefit.tune.results import CompileFailed, Crashed, LaunchFailed, Ok, Timeout
 from tilefit.tune.run import JOURNAL, TuneRequest, tune
 from tilefit.tune.targets.base import TargetSpec
@@ -132,7 +133,7 @@ def test_worker_reports_a_target_it_cannot_build():
 def test_prefetch_changes_no_pick_and_compiles_ahead(tmp_path, monkeypatch):
     """Idle compile workers precompile the model's favourites; the searches measure and pick
     exactly what they do without prefetching."""
-    import tilefit.tune.run as run_mod
+    import tilefit.tune.evaluator as run_mod
     from tilefit.tune.journal import read_entries
 
     monkeypatch.setattr(run_mod, "RESERVED_COMPILE_WORKERS", 1)
@@ -143,8 +144,8 @@ def test_prefetch_changes_no_pick_and_compiles_ahead(tmp_path, monkeypatch):
     assert _outcome(ahead) == _outcome(plain)
 
     def compiled(name):
-        return {e.config for e in read_entries(tmp_path / name / JOURNAL) if e.batch is None}
+        return {e.config for e in read_entries(tmp_path / name / JOURNAL, MOE_SPACE.from_dict) if e.batch is None}
 
-    measured = {e.config for e in read_entries(tmp_path / "plain" / JOURNAL) if e.batch is not None}
+    measured = {e.config for e in read_entries(tmp_path / "plain" / JOURNAL, MOE_SPACE.from_dict) if e.batch is not None}
     assert compiled("plain") <= measured  # without prefetching, only what a search asked for
     assert compiled("ahead") - measured  # with it, configs no search asked for were compiled too

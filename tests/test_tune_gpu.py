@@ -37,3 +37,26 @@ def test_precompiled_config_serves_the_launch_at_every_batch(gemm, tmp_path, mon
     finally:
         knobs.compilation.listener = previous
     assert hits == [True], hits  # one JIT lookup, served by the worker's compile
+
+
+@pytest.mark.gpu
+def test_decode_batches_are_timed_as_graph_replays_without_the_host_launch():
+    """TP8 gemm2 at batch 1 touches 8 experts (25 MB, under the H200's L2): the graph rotates over
+    weight copies that touch several times the L2 per pass, and leaves the host launch out."""
+    import torch
+    from triton.testing import do_bench
+
+    from tilefit.tune.targets.tilefit_moe import GRAPH, L2_MULTIPLE, TilefitMoETarget
+
+    target = TilefitMoETarget(gpu="h200", warmup_ms=2, rep_ms=10)
+    shape = TuneShape("gemm2", 256, 6144, 256, 8, "bf16", 256)
+    config = MoEConfig(16, 64, 128, 1, 4, 4)
+    assert target.timing(shape, 1) == GRAPH and target.timing(shape, 4096) != GRAPH
+    graph_us = target.run(config, shape, 1)
+    copies = target.rotated_weights(shape)
+    expert_bytes = copies[0][0][0].numel() * copies[0][0].element_size()
+    l2 = torch.cuda.get_device_properties(0).L2_cache_size
+    assert len(copies) * 8 * expert_bytes >= 0.9 * L2_MULTIPLE * l2
+    launch = target._launch(config, shape, 1)
+    events_us = 1000.0 * do_bench(launch, warmup=2, rep=10, return_mode="median")
+    assert 0 < graph_us < events_us

@@ -11,6 +11,10 @@ from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune.journal import Journal, read_entries
 from tilefit.tune.results import (CompileFailed, Crashed, DoesNotFit, LaunchFailed, Ok, Timeout,
                                   describe, from_json, parse_out_of_resources, to_json)
+from tilefit.tune.targets.base import MOE_SPACE
+
+MOE = MOE_SPACE.from_dict
+H200 = {"gpu": "NVIDIA H200", "versions": {"tilefit": "0.1.0", "triton": "3.6.0", "torch": "2.11.0"}}
 
 ALL = [Ok(12.5), DoesNotFit("shared memory", 245760, 232448), CompileFailed("PassManager::run failed"),
        LaunchFailed("illegal memory access"), Timeout(5.0, "compile"), Crashed(11, None, "run")]
@@ -32,22 +36,22 @@ def test_triton_out_of_resources_is_does_not_fit():
 
 def test_resume_reads_back_and_tolerates_torn_line(tmp_path):
     path = tmp_path / "j.jsonl"
-    with Journal(path, resume=False, context={"gpu": "NVIDIA H200"}) as j:
+    with Journal(path, resume=False, context=H200, from_dict=MOE) as j:
         for i, r in enumerate(ALL):
             j.record("fake", "s", i, CFG, r)
         j.record("fake", "s", None, CFG, Ok(0.0))
     with open(path, "ab") as f:  # a SIGKILL in the middle of a write
         f.write(b'{"v": 1, "target": "fake", "shape": "s", "ba')
     with pytest.raises(UsageError, match="--resume"):
-        Journal(path, resume=False, context={})
-    with Journal(path, resume=True, context={}) as j:
-        assert j.resumed == len(ALL) + 1
+        Journal(path, resume=False, context=H200, from_dict=MOE)
+    with Journal(path, resume=True, context=H200, from_dict=MOE) as j:
+        assert j.resumed == len(ALL) + 1 and j.stale == 0
         for i, r in enumerate(ALL):
             assert j.lookup("fake", "s", i, MoEConfig(16, 32, 64, 1, 4, 3)) == r
         assert j.lookup("fake", "s", 99, CFG) is None
         j.record("fake", "s", 99, CFG, Ok(1.0))
     # The torn tail was cut before appending: every line parses.
-    entries = list(read_entries(path))
+    entries = list(read_entries(path, MOE))
     assert len(entries) == len(ALL) + 2 and entries[-1].result == Ok(1.0)
     assert all(json.loads(line)["gpu"] for line in path.read_text().splitlines()[:3])
 
@@ -71,9 +75,11 @@ def test_journal_written_before_moeconfig_still_resumes(tmp_path):
     path.write_text("\n".join(OLD_LINES) + "\n")
     cfg = MoEConfig(64, 128, 64, 16, 4, 3)
     shape = "gemm1:E=32/256,H=6144,I=2048,k=8,bf16"
-    assert [e.config for e in read_entries(path)] == [cfg, cfg]
-    with Journal(path, resume=True, context={}) as j:
-        assert j.resumed == 2
+    assert [e.config for e in read_entries(path, MOE)] == [cfg, cfg]
+    # tilefit's own version is not part of the resume key: a newer CLI resumes the same lines.
+    with Journal(path, resume=True, context={"gpu": "NVIDIA H200", "versions": {"tilefit": "0.2"}},
+                 from_dict=MOE) as j:
+        assert j.resumed == 2 and j.stale == 0
         assert j.lookup("fake", shape, 64, cfg) == Ok(41.25)
         assert j.lookup("fake", shape, None, cfg) == Ok(0.0)
         assert j.lookup("fake", shape, 64, MoEConfig(64, 128, 64, 16, 4, 4)) is None
@@ -88,7 +94,25 @@ def test_line_whose_config_lacks_a_key_is_usage_error(tmp_path):
     del bad["config"]["num_stages"]
     path.write_text(json.dumps(bad) + "\n" + OLD_LINES[0] + "\n")
     with pytest.raises(UsageError, match="line 1"):
-        Journal(path, resume=True, context={})
+        Journal(path, resume=True, context={}, from_dict=MOE)
+
+
+@pytest.mark.parametrize("changed", [{"gpu": "NVIDIA H100 80GB HBM3"},
+                                     {"versions": {"tilefit": "0.1.0", "triton": "3.7.0",
+                                                   "torch": "2.11.0"}}])
+def test_resume_after_an_upgrade_or_on_another_gpu_measures_again(tmp_path, changed):
+    path = tmp_path / "j.jsonl"
+    with Journal(path, resume=False, context=H200, from_dict=MOE) as j:
+        j.record("fake", "s", 1, CFG, Ok(3.0))
+        j.record("fake", "s", None, CFG, Ok(0.0))
+    with Journal(path, resume=True, context={**H200, **changed}, from_dict=MOE) as j:
+        assert j.resumed == 0 and j.stale == 2
+        assert j.lookup("fake", "s", 1, CFG) is None and j.lookup("fake", "s", None, CFG) is None
+        assert j.stale_contexts == ["NVIDIA H200, torch 2.11.0, triton 3.6.0"]
+        j.record("fake", "s", 1, CFG, Ok(2.5))
+    with Journal(path, resume=True, context={**H200, **changed}, from_dict=MOE) as j:
+        assert j.lookup("fake", "s", 1, CFG) == Ok(2.5) and j.stale == 2
+    assert len(list(read_entries(path, MOE))) == 3  # the old lines stay on disk
 
 
 def test_store_lookup_gives_the_nearest_config(tmp_path):
@@ -99,14 +123,15 @@ def test_store_lookup_gives_the_nearest_config(tmp_path):
     layer = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
     path = write_tilefit_store(tmp_path, "tilefit", layer, "NVIDIA H200",
                                {"gemm1": {1: small, 256: large}}, {"tilefit": "0"})
-    assert lookup(path, "gemm1", 2) == small and lookup(path, "gemm1", 200) == large
+    assert lookup(path, "gemm1", 2, MOE_SPACE) == small
+    assert lookup(path, "gemm1", 200, MOE_SPACE) == large
 
 
 def test_bad_middle_line_is_usage_error(tmp_path):
     path = tmp_path / "j.jsonl"
     path.write_text('{"nope": 1}\n{"also": 2}\n')
     with pytest.raises(UsageError, match="line 1"):
-        Journal(path, resume=True, context={})
+        Journal(path, resume=True, context={}, from_dict=MOE)
 
 
 def test_active_seconds_leaves_out_long_gaps(tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tilefit.tune.journal import read_entries
+from tilefit.tune.targets.base import MOE_SPACE
 from tilefit.tune.results import Crashed, Ok, Timeout
 from tilefit.tune.run import JOURNAL, TuneRequest, tune
 from tilefit.tune.targets.base import TargetSpec
@@ -61,7 +62,7 @@ def _outcome(report):
 
 
 def _journal(out: Path) -> set:
-    return {(e.key, e.result) for e in read_entries(out / JOURNAL)}
+    return {(e.key, e.result) for e in read_entries(out / JOURNAL, MOE_SPACE.from_dict)}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from tilefit.tune.perfmodel import Device, floor_us, predict_us
 from tilefit.tune.results import LaunchFailed, Ok
 from tilefit.tune.strategies import get_strategy, make_options, parse_option_text
 from tilefit.tune.strategies.base import Budget, SearchSpace
-from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.base import MOE_SPACE, TuneShape
 from tilefit.tune.targets.fake import FakeTarget
 from tilefit.tune.targets.replay import ReplayTarget, record
 
@@ -19,6 +19,7 @@ from tilefit.tune.targets.replay import ReplayTarget, record
 EP8 = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
 TP8 = TuneShape("gemm2", 256, 6144, 256, 8, "bf16", 256)
 BATCHES = [1, 16, 256, 4096]
+AXES = MOE_SPACE.axes
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def test_fast_is_within_2pct_of_exhaustive_with_5pct_of_trials(landscapes):
                     return predict_us(c, _s, _b, dev, fake.smem_bytes(c, _s))
                 ev = _evaluate(replay, shape, b)
                 ex = exhaustive.search(SearchSpace(tuple(space), predict), ev, Budget())
-                fa = fast.search(SearchSpace(tuple(space), predict, (previous,) if previous else ()),
+                fa = fast.search(SearchSpace(tuple(space), predict, (previous,) if previous else (), axes=AXES),
                                  ev, Budget())
                 previous = fa.best
                 assert ex.trials == len(space)
@@ -95,9 +96,9 @@ def test_fast_uses_seeds_and_handles_empty_space():
         seen.extend(configs)
         return [Ok(fake.time_us(c, EP8, 16)) for c in configs]
 
-    fast.search(SearchSpace(space, None, (space[-1],)), ev, Budget(trials=5))
+    fast.search(SearchSpace(space, None, (space[-1],), axes=AXES), ev, Budget(trials=5))
     assert seen[0] == space[-1] and len(seen) == 5
-    empty = fast.search(SearchSpace(()), ev, Budget())
+    empty = fast.search(SearchSpace((), axes=AXES), ev, Budget())
     assert empty.best is None and empty.trials == 0
 
 
@@ -135,7 +136,7 @@ def test_compiled_configs_are_preferred_across_batches():
                 return [Ok(fake.time_us(c, shape, _b)) for c in configs]
 
             res = fast.search(SearchSpace(space, predict, (previous,) if previous else (),
-                                          frozenset(warm)), ev, Budget(), opts)
+                                          frozenset(warm), axes=AXES), ev, Budget(), opts)
             best = min(fake.time_us(c, shape, b) for c in space)
             assert res.best_time_us <= 1.02 * best, (margin, b)
             previous = res.best
@@ -166,6 +167,6 @@ def test_the_default_config_is_measured_first_so_no_pick_is_slower():
         return 9.0 if c == default else 1.0
 
     for on in (True, False):
-        res = fast.search(SearchSpace(configs, predict, baseline=default), ev, Budget(trials=16),
+        res = fast.search(SearchSpace(configs, predict, baseline=default, axes=AXES), ev, Budget(trials=16),
                           make_options(fast, {"baseline": on}))
         assert (res.best == default) is on

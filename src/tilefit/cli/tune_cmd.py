@@ -20,6 +20,21 @@ from tilefit.tune.targets.registry import (
 TUNABLE_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8-block": "fp8", "fp8": "fp8"}
 
 
+def _non_negative_int(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _engines(text: str) -> tuple[str, ...]:
+    from tilefit.tune.emit import parse_engines
+
+    try:
+        return parse_engines(text)
+    except UsageError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _indices(text: str) -> tuple[int, ...]:
     """'0,1' -> (0, 1): GPU indices (zero allowed, no duplicates kept)."""
     out: list[int] = []
@@ -67,7 +82,22 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(`auto`, the default: the cluster this host belongs to; needs "
                         "pip install 'tilefit[ray]')")
     p.add_argument("--exhaustive-at", type=int_list, default=(), metavar="B,B,...",
-                   help="also sweep the whole space at these batch sizes, to check the strategy")
+                   help="also sweep the whole space at these batch sizes, to check the strategy "
+                        "(the sweep's best few are re-timed with the search's)")
+    p.add_argument("--emit", type=_engines, metavar="vllm,sglang",
+                   help="also write these engines' config files from the tuning of tilefit's "
+                        "kernel (same six keys), for a box where the engine is not installed; "
+                        "provenance goes in a sidecar file beside each")
+    p.add_argument("--graph-max-batch", type=_non_negative_int, default=256, metavar="B",
+                   help="batch sizes up to B (the engine's CUDA-graph batch limit: vLLM's "
+                        "max_cudagraph_capture_size, SGLang's --cuda-graph-max-bs) are timed as "
+                        "CUDA-graph replays, larger ones with CUDA events (default: %(default)s)")
+    p.add_argument("--finalists", type=positive_int, default=4, metavar="N",
+                   help="best configs of each search re-timed in quiet, with the engine default "
+                        "(default: %(default)s)")
+    p.add_argument("--rounds", type=_non_negative_int, default=5, metavar="R",
+                   help="interleaved re-timing rounds; the median decides (0: pick by the search's "
+                        "own timings; default: %(default)s)")
     p.add_argument("--compile-timeout", type=positive_float, default=300.0, metavar="S",
                    help="seconds before a compile is killed (default: %(default)s)")
     p.add_argument("--run-timeout", type=positive_float, default=120.0, metavar="S",
@@ -155,6 +185,11 @@ def build_request(args: argparse.Namespace) -> Any:
                                  bandwidth_gbps=args.mem_bandwidth, peak_tflops=args.peak_tflops)
         gpu = figures.gpu
     kwargs: dict[str, Any] = {"gpu": gpu.key}
+    if target == "tilefit":
+        kwargs["graph_max_batch"] = args.graph_max_batch
+    if args.emit and target not in ("tilefit", *CPU_TARGETS):
+        raise UsageError(f"--emit writes engine files from a tuning of tilefit's kernel; with "
+                         f"--target {target} the engine's own files are written already")
     if figures is not None and not figures.from_catalog:
         kwargs["arch"] = gpu.arch.name  # the target's SMEM limits; no catalog entry to look up
     if target == "replay":
@@ -171,7 +206,10 @@ def build_request(args: argparse.Namespace) -> Any:
         budget_minutes=args.budget, trials=args.trials, resume=args.resume,
         compile_workers=args.compile_workers or default_compile_workers(), devices=devices,
         compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
-        exhaustive_at=tuple(args.exhaustive_at), ray=ray, figures=figures)
+        exhaustive_at=tuple(args.exhaustive_at), ray=ray, figures=figures,
+        finalists=args.finalists, rounds=args.rounds,
+        measure_ceilings=target not in CPU_TARGETS and ray is None, emit=args.emit or (),
+        provenance={"model": model.name, "layout": Layout(tp=args.tp, ep=args.ep).label()})
 
 
 def _ray_options(args: argparse.Namespace, target: str) -> Any:
@@ -194,15 +232,28 @@ def render(report: Any) -> str:
     from tilefit.cli.output import table
     from tilefit.tune.results import describe
 
+    measured = report.ceilings is not None
     rows = []
     for r in report.rows:
-        rows.append([r.job, r.batch, r.config.label() if r.config else "-", r.time_us, r.pct_of_floor, r.default_us,
-                     r.speedup, r.trials, r.exhaustive_us])
-    lines = [table(["gemm", "batch", "config", "time us", "% of floor", "default us", "speedup",
-                    "trials", "exhaustive us"], rows)]
+        row = [r.job, r.batch, r.config.label() if r.config else "-", r.timing, r.time_us,
+               r.pct_of_floor]
+        if measured:
+            row.append(r.pct_of_catalog_floor)
+        rows.append(row + [r.default_us, r.speedup, r.trials, r.exhaustive_us])
+    floor_heads = ["% of floor", "% of catalog floor"] if measured else ["% of catalog floor"]
+    lines = [table(["gemm", "batch", "config", "timing", "time us", *floor_heads, "default us",
+                    "speedup", "trials", "exhaustive us"], rows)]
     lines.append("")
+    lines.append("time us: the pick's median over the finalists' quiet re-timing rounds "
+                 "(timing: cuda-graph = per launch in graph replays over weights larger than L2; "
+                 "events = do_bench, host launch inside)")
+    if report.ceilings is not None:
+        lines.append(report.ceilings.line())
     lines.append(f"{report.wall_s:,.1f} s; worker restarts {report.worker_restarts}; "
                  f"{report.resumed_entries} journal entries resumed")
+    if report.stale_entries:
+        lines.append(f"{report.stale_entries} journal entries from {'; '.join(report.stale_contexts)} "
+                     f"were measured again (another GPU or other Triton/torch versions)")
     for f in report.files:
         lines.append(f"wrote {f}")
     if report.figures is not None:

@@ -1,9 +1,13 @@
 """The tuning journal: one JSON line per measurement, flushed and fsynced as it is made.
 
 A line holds target, shape, batch (null for a compile result, which holds for every batch),
-config (the engines' six keys; a `MoEConfig` everywhere but on disk), result, the time it was written ("t", Unix seconds), versions and GPU. `Journal.open(path, resume=True)` reads earlier lines back
-(a torn last line from a SIGKILL is dropped) so a resumed run skips what is already measured,
-and the same file doubles as a recorded landscape for the replay target.
+config (its JSON keys; the target's config type everywhere but on disk), result, the time it was
+written ("t", Unix seconds), and the context it was measured in: the GPU and the software versions.
+`Journal(path, resume=True)` reads earlier lines back (a torn last line from a SIGKILL is dropped)
+so a resumed run skips what is already measured, but only lines measured on the same GPU with the
+same Triton/torch (and engine) versions: after an upgrade the old lines are kept on disk and
+measured again (`Journal.stale` counts them). The same file doubles as a recorded landscape for
+the replay target.
 """
 
 from __future__ import annotations
@@ -13,16 +17,33 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tilefit.errors import UsageError
-from tilefit.kernels.triton_moe.config import MoEConfig
 from tilefit.tune.results import Result, from_json, to_json
 
 FORMAT = 1
+# Versions that do not change a timing: tilefit's own is left out of the resume key, so that
+# resuming with a fixed CLI is not a re-measure (the kernel's code is keyed by Triton's cache).
+_UNKEYED_VERSIONS = ("tilefit",)
+
+ConfigFromDict = Callable[[dict[str, Any]], Any]
+
+
+def context_key(context: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What must match for a journal line to answer a lookup: the GPU and the versions."""
+    versions = context.get("versions") or {}
+    return (context.get("gpu"),
+            tuple(sorted((k, str(v)) for k, v in versions.items() if k not in _UNKEYED_VERSIONS)))
+
+
+def describe_context(context: Mapping[str, Any]) -> str:
+    """'NVIDIA H200, triton 3.6.0, torch 2.11.0' for messages."""
+    gpu, versions = context_key(context)
+    return ", ".join([str(gpu or "unknown GPU")] + [f"{k} {v}" for k, v in versions])
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,27 +51,30 @@ class Entry:
     target: str
     shape: str  # TuneShape.key()
     batch: int | None  # None: a compile result
-    config: MoEConfig
+    config: Any
     result: Result
     t: float | None = None  # when the line was written (epoch seconds; absent in early journals)
+    context: Mapping[str, Any] = field(default_factory=dict)  # gpu, versions
 
     @property
     def key(self) -> tuple[Any, ...]:
         return (self.target, self.shape, self.batch, self.config)
 
 
-def _entry(raw: bytes) -> Entry:
-    """One journal line -> Entry; ValueError, KeyError, TypeError or UsageError when it is not one."""
+def _entry(raw: bytes, from_dict: ConfigFromDict) -> Entry:
+    """One journal line -> Entry; one of _NOT_AN_ENTRY when it is not one."""
     d = json.loads(raw)
-    return Entry(d["target"], d["shape"], d["batch"], MoEConfig.from_dict(d["config"]),
-                 from_json(d["result"]), d.get("t"))
+    return Entry(d["target"], d["shape"], d["batch"], from_dict(d["config"]),
+                 from_json(d["result"]), d.get("t"),
+                 {"gpu": d.get("gpu"), "versions": d.get("versions") or {}})
 
 
-_NOT_AN_ENTRY = (ValueError, KeyError, TypeError, UsageError)
+_NOT_AN_ENTRY = (ValueError, KeyError, TypeError, AttributeError, UsageError)
 
 
-def read_entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
-    """Every complete line of a journal; a torn last line is skipped, a bad middle line is an error.
+def read_entries(path: str | os.PathLike[str], from_dict: ConfigFromDict) -> Iterator[Entry]:
+    """Every complete line of a journal, configs read back with `from_dict` (the target's
+    `config_space.from_dict`); a torn last line is skipped, a bad middle line is an error.
     A last line that parses whole is complete even without its newline (a write cut one byte
     short, an editor or a copy that dropped it)."""
     p = Path(path)
@@ -62,7 +86,7 @@ def read_entries(path: str | os.PathLike[str]) -> Iterator[Entry]:
         if not raw.strip():
             continue
         try:
-            yield _entry(raw)
+            yield _entry(raw, from_dict)
         except _NOT_AN_ENTRY as e:
             if n == len(lines):
                 return  # no newline after it: the line a kill cut short
@@ -74,13 +98,16 @@ class Journal:
     """Append-only, thread-safe; `lookup` answers from lines already written (this run or earlier)."""
 
     def __init__(self, path: str | os.PathLike[str], *, resume: bool, context: Mapping[str, Any],
-                 sync: bool = True):
+                 from_dict: ConfigFromDict, sync: bool = True):
         self.path = Path(path)
         self.sync = sync  # fsync every line (off only for bulk recordings that can be redone)
         self.context = dict(context)  # versions and GPU, written on every line
         self._known: dict[tuple[Any, ...], Result] = {}
         self._lock = threading.Lock()
         self.resumed = 0
+        self.stale = 0  # lines measured on another GPU or with other versions: measured again
+        self.stale_contexts: list[str] = []
+        self._from_dict = from_dict
         try:  # a folder without search permission or a name too long: one line, not a traceback
             info = self.path.stat()
             size: int | None = info.st_size
@@ -92,8 +119,15 @@ class Journal:
             raise UsageError(f"journal {self.path} is not a regular file; choose another --out folder")
         try:
             if resume and size is not None:
-                for e in read_entries(self.path):
-                    self._known[e.key] = e.result
+                mine = context_key(self.context)
+                for e in read_entries(self.path, from_dict):
+                    if context_key(e.context) == mine:
+                        self._known[e.key] = e.result
+                        continue
+                    self.stale += 1
+                    text = describe_context(e.context)
+                    if text not in self.stale_contexts:
+                        self.stale_contexts.append(text)
                 self.resumed = len(self._known)
                 self._mend_tail()
             elif size:
@@ -119,7 +153,7 @@ class Journal:
             data = f.read()
             start = data.rfind(b"\n") + 1
             try:
-                _entry(data[start:])
+                _entry(data[start:], self._from_dict)
             except _NOT_AN_ENTRY:
                 f.truncate(start)
                 return
@@ -128,12 +162,11 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
 
-    def lookup(self, target: str, shape: str, batch: int | None,
-               config: MoEConfig) -> Result | None:
+    def lookup(self, target: str, shape: str, batch: int | None, config: Any) -> Result | None:
         with self._lock:
             return self._known.get((target, shape, batch, config))
 
-    def record(self, target: str, shape: str, batch: int | None, config: MoEConfig,
+    def record(self, target: str, shape: str, batch: int | None, config: Any,
                result: Result) -> None:
         line = {"v": FORMAT, "target": target, "shape": shape, "batch": batch,
                 "config": config.as_dict(), "result": to_json(result),

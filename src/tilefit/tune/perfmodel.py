@@ -1,7 +1,9 @@
 """A performance model of the fused-MoE grouped GEMM: the roofline floor, and a predicted time per
 config (roofline + wave quantisation + occupancy from the SMEM footprint) to rank configs.
 
-Device figures come from the GPU catalog (tilefit.hw). The floor is what any kernel must pay:
+Device figures come from the GPU catalog (tilefit.hw), or from the ceilings a run measured
+(tune/ceilings.py). The model reads a config through the target's `config_space.tile` (a `Tile`),
+never a family's config type. The floor is what any kernel must pay:
 max(useful flops / peak, bytes that must move / bandwidth), summed over the job's GEMMs. The
 prediction only orders first trials for the fast strategy; the tuner measures every answer.
 """
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilefit.layout.routing import expected_active_experts
-from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.base import Tile, TuneShape
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 OUT_BYTES = 2  # bf16/fp16 output
@@ -77,10 +79,10 @@ def floor_us(shape: TuneShape, batch: int, dev: Device) -> float:
     return total * 1e6
 
 
-def predict_us(config: Any, shape: TuneShape, batch: int, dev: Device, smem_bytes: int) -> float:
-    """Predicted time of `config` (BLOCK_SIZE_M.. num_stages as attributes block_m..num_stages)."""
-    bm, bn, bk = config.block_m, config.block_n, config.block_k
-    warps, stages = config.num_warps, config.num_stages
+def predict_us(tile: Tile, shape: TuneShape, batch: int, dev: Device, smem_bytes: int) -> float:
+    """Predicted time of a config whose tile is `tile` (any value with those attributes)."""
+    bm, bn, bk = tile.block_m, tile.block_n, tile.block_k
+    warps, stages = tile.num_warps, tile.num_stages
     threads = warps * 32
     per_sm = dev.max_threads_per_sm // threads
     if smem_bytes > 0:

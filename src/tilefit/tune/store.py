@@ -2,7 +2,8 @@
 each GEMM job's configs keyed by batch size, plus the versions they were measured with.
 
 `{"format": 1, "target": .., "shape": {..}, "versions": {..}, "gemm1": {"1": {BLOCK_SIZE_M..}, ..},
-"gemm2": {..}}`. Lookup by batch uses the engines' nearest-key rule (engines.triton_moe.nearest_batch).
+"gemm2": {..}}`. Lookup by batch uses the engines' nearest-key rule (engines.triton_moe.nearest_batch);
+configs are read back with the target's `config_space.from_dict`, so the store holds any family's.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from tilefit.errors import UsageError
-from tilefit.kernels.triton_moe.config import MoEConfig
-from tilefit.engines.triton_moe import config_content, nearest_batch, write_json_atomic
-from tilefit.tune.targets.base import TuneShape
+from tilefit._io import write_json_atomic
+from tilefit.engines.triton_moe import nearest_batch
+from tilefit.tune.targets.base import ConfigSpace, TuneShape
 
 FORMAT = 1
 
@@ -27,18 +28,18 @@ def store_name(target: str, shape: TuneShape, device_name: str) -> str:
 
 
 def write_tilefit_store(out_dir: str | os.PathLike[str], target: str, shape: TuneShape,
-                        device_name: str, winners: dict[str, dict[int, MoEConfig]],
+                        device_name: str, winners: dict[str, dict[int, Any]],
                         versions: dict[str, str]) -> Path:
     data: dict[str, Any] = {"format": FORMAT, "target": target,
                             "shape": {k: v for k, v in shape.as_dict().items() if k != "gemm"},
                             "device_name": device_name, "versions": dict(versions)}
     for job, per_batch in sorted(winners.items()):
-        data[job] = config_content({b: c.as_dict() for b, c in per_batch.items()}, None)
-    return write_json_atomic(Path(out_dir) / store_name(target, shape, device_name), data)
+        data[job] = {str(int(b)): per_batch[b].as_dict() for b in sorted(per_batch)}
+    return write_json_atomic(Path(out_dir) / store_name(target, shape, device_name), data, indent=4)
 
 
-def lookup(path: str | os.PathLike[str], job: str, batch: int) -> MoEConfig:
-    """The stored config for `job` nearest to `batch`."""
+def lookup(path: str | os.PathLike[str], job: str, batch: int, space: ConfigSpace) -> Any:
+    """The stored config for `job` nearest to `batch`, as `space`'s config type."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as e:
@@ -47,4 +48,4 @@ def lookup(path: str | os.PathLike[str], job: str, batch: int) -> MoEConfig:
     if not table:
         raise UsageError(f"{path} has no configs for {job}")
     keys = [int(k) for k in table]
-    return MoEConfig.from_dict(table[str(nearest_batch(keys, batch))])
+    return space.from_dict(table[str(nearest_batch(keys, batch))])

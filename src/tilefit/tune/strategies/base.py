@@ -18,11 +18,15 @@ Evaluate = Callable[[Sequence[Any]], list[Result]]
 
 @dataclass(frozen=True, slots=True)
 class SearchSpace:
+    """What a strategy searches. `axes` are the config attributes a strategy may move along
+    (the target's `config_space.axes`); strategies never name a kernel's parameters."""
+
     configs: tuple[Any, ...]  # configs that fit the device (after the SMEM prefilter)
     predict: Callable[[Any], float] | None = None  # performance-model time, for ranking
     seeds: tuple[Any, ...] = ()  # winners at neighbouring batch sizes, best first
     warm: frozenset[Any] = frozenset()  # configs already compiled (cheap to time)
     baseline: Any = None  # the target's default config: measured first, so no pick is slower
+    axes: tuple[str, ...] = ()  # config attributes, each an ordered grid axis
 
 
 @dataclass(slots=True)

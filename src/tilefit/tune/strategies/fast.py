@@ -22,9 +22,6 @@ from typing import Any
 from tilefit.tune.results import time_of
 from tilefit.tune.strategies.base import Budget, Evaluate, SearchResult, SearchSpace, Tracker
 
-AXES = ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages")
-
-
 @dataclass(frozen=True, slots=True)
 class Options:
     top: int = 8  # model-ranked configs measured first
@@ -40,10 +37,11 @@ class Options:
     baseline: bool = True  # measure the target's default config first (False: as before 2026-11-30)
 
 
-def _neighbours(config: Any, values: dict[str, list[int]], index: dict[tuple[int, ...], Any]) -> list[Any]:
+def _neighbours(config: Any, axes: tuple[str, ...], values: dict[str, list[int]],
+                index: dict[tuple[int, ...], Any]) -> list[Any]:
     out = []
-    base = [getattr(config, a) for a in AXES]
-    for i, axis in enumerate(AXES):
+    base = [getattr(config, a) for a in axes]
+    for i, axis in enumerate(axes):
         vals = values[axis]
         j = vals.index(base[i])
         for step in (-1, 1):
@@ -56,13 +54,14 @@ def _neighbours(config: Any, values: dict[str, list[int]], index: dict[tuple[int
     return out
 
 
-def _terms(c: Any) -> list[tuple[Any, ...]]:
+def _terms(c: Any, axes: tuple[str, ...]) -> list[tuple[Any, ...]]:
     """The correction terms of a config: one per axis value (separable: a pair term for the tile
     shape was tried and ranked worse on synthetic landscapes, the pair confounds its axes)."""
-    return [(a, getattr(c, a)) for a in AXES]
+    return [(a, getattr(c, a)) for a in axes]
 
 
-def _corrections(t: Tracker, predicted: dict[Any, float], ridge: float) -> dict[tuple[Any, ...], float]:
+def _corrections(t: Tracker, predicted: dict[Any, float], ridge: float,
+                 axes: tuple[str, ...]) -> dict[tuple[Any, ...], float]:
     """Per-axis-value corrections to log(predicted): a ridge regression of log(measured /
     predicted) on one-hot axis values. Joint fitting matters: measured configs cluster around
     the best, so per-value means would credit one axis with another's effect."""
@@ -72,12 +71,12 @@ def _corrections(t: Tracker, predicted: dict[Any, float], ridge: float) -> dict[
             if time_of(r) < math.inf and predicted[c] > 0]
     if len(rows) < 2:
         return {}
-    terms = sorted({k for c, _ in rows for k in _terms(c)})
+    terms = sorted({k for c, _ in rows for k in _terms(c, axes)})
     col = {k: i for i, k in enumerate(terms)}
     x = np.zeros((len(rows), len(terms)))
     y = np.array([v for _, v in rows])
     for i, (c, _) in enumerate(rows):
-        for k in _terms(c):
+        for k in _terms(c, axes):
             x[i, col[k]] = 1.0
     y = y - y.mean()
     w = np.linalg.solve(x.T @ x + ridge * np.eye(len(terms)), x.T @ y)
@@ -90,6 +89,9 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
     configs = list(space.configs)
     if not configs:
         return SearchResult(None, float("inf"), 0, ())
+    if not space.axes:
+        raise ValueError("the fast strategy needs the space's axes (the target's config_space.axes)")
+    axes = space.axes
     known = set(configs)
     seeded = any(c in known for c in space.seeds)
     fraction = opts.seeded_fraction if seeded else opts.max_fraction
@@ -100,8 +102,8 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
     predicted = {c: max(space.predict(c), 1e-9) for c in configs} if space.predict else \
         {c: 1.0 for c in configs}
     order = sorted(configs, key=lambda c: (predicted[c], c))
-    values = {a: sorted({getattr(c, a) for c in configs}) for a in AXES}
-    index = {tuple(getattr(c, a) for a in AXES): c for c in configs}
+    values = {a: sorted({getattr(c, a) for c in configs}) for a in axes}
+    index = {tuple(getattr(c, a) for a in axes): c for c in configs}
 
     warm = space.warm
     compile_cost = math.log1p(opts.cold_margin)
@@ -109,17 +111,17 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
              if c is not None and c in known]
     t.measure(first + order[:opts.top])
     while not t.exhausted:
-        corr = _corrections(t, predicted, opts.ridge)
+        corr = _corrections(t, predicted, opts.ridge, axes)
 
         def score(c: Any) -> tuple[float, Any]:
             cost = 0.0 if c in warm else compile_cost
-            return (math.log(predicted[c]) + sum(corr.get(k, 0.0) for k in _terms(c)) + cost, c)
+            return (math.log(predicted[c]) + sum(corr.get(k, 0.0) for k in _terms(c, axes)) + cost, c)
 
         ranked = sorted((c for c in t.results if time_of(t.results[c]) < math.inf),
                         key=lambda c: (time_of(t.results[c]), c))
         near: list[Any] = []
         for c in ranked[:opts.beam]:
-            near += [n for n in _neighbours(c, values, index) if n not in t.results]
+            near += [n for n in _neighbours(c, axes, values, index) if n not in t.results]
         near = sorted(dict.fromkeys(near), key=score)
         half = max(1, opts.chunk // 2)
         pick = near[:half]

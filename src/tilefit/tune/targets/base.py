@@ -2,7 +2,9 @@
 
 A target is built in every worker process from a `TargetSpec` (an importable class and JSON-able
 keyword arguments), so worker processes never unpickle live objects. Its configs are frozen,
-hashable values with `as_dict()` (the engines' six keys) and `label()`.
+hashable values with `as_dict()` and `label()`; its `config_space` (a `ConfigSpace`) tells the
+tuner's core (journal, store, strategies, performance model) how to read them back and which
+attributes are the searched axes, so that core never names one kernel family's config type.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Protocol
 
 GEMMS = ("gemm1", "gemm2", "both")
@@ -79,12 +82,39 @@ class TargetSpec:
         return getattr(importlib.import_module(module), name)(**dict(self.kwargs))
 
 
+@dataclass(frozen=True, slots=True)
+class Tile:
+    """What the performance model reads of a config: the tile, warps and pipeline depth."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigSpace:
+    """A target's config type as the tuner's core sees it.
+
+    from_dict: a config from its JSON keys (journal lines, stores, engine files);
+    axes: the config's attributes the strategies move along (each an ordered grid axis);
+    tile: the performance model's view of a config.
+    """
+
+    name: str
+    from_dict: Callable[[dict[str, Any]], Any]
+    axes: tuple[str, ...]
+    tile: Callable[[Any], Tile]
+
+
 class Target(Protocol):
     """A tunable kernel. Methods named compile/run/check run inside worker processes and may
     raise; the worker turns any exception into a result value (results.py)."""
 
     name: str
     jobs: tuple[str, ...]  # which GEMM jobs it tunes: ("gemm1", "gemm2") or ("both",)
+    config_space: ConfigSpace  # how the tuner's core reads and searches its configs
 
     def space(self, shape: TuneShape) -> list[Any]:
         """Every config the target can run for `shape` (before any fit filter)."""
@@ -102,6 +132,9 @@ class Target(Protocol):
 
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
         """Median kernel time in microseconds."""
+
+    def timing(self, shape: TuneShape, batch: int) -> str:
+        """How `run` times this batch size, for the summary (e.g. "cuda-graph", "events")."""
 
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
         """None when the output matches the reference, else what differs."""
@@ -121,6 +154,18 @@ def moe_config_from_dict(data: dict[str, Any]) -> Any:
     from tilefit.kernels.triton_moe.config import MoEConfig
 
     return MoEConfig.from_dict(data)
+
+
+def _moe_tile(config: Any) -> Tile:
+    return Tile(config.block_m, config.block_n, config.block_k, config.num_warps,
+                config.num_stages)
+
+
+# The triton-moe family's configs (the six keys vLLM and SGLang store), for every target that
+# tunes that kernel or a stand-in for it.
+MOE_SPACE = ConfigSpace("triton-moe", moe_config_from_dict,
+                        ("block_m", "block_n", "block_k", "group_m", "num_warps", "num_stages"),
+                        _moe_tile)
 
 
 def stand_in_default_config(shape: TuneShape, batch: int) -> Any:

@@ -4,7 +4,9 @@ poisoned context / a shared-memory failure the model did not predict).
 
 Times are a seeded, structured distortion of the performance model (per-axis-value factors, a
 BLOCK_M x BLOCK_N interaction, a little per-config noise), so the model ranks imperfectly as on
-real hardware, yet every call with the same seed gives the same number.
+real hardware, yet every call with the same seed gives the same number. `search_noise` inflates the
+FIRST timing of some configs in a worker process (as compile bursts inflate a search's host-timed
+launches), so tests can show what quiet re-timing repairs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tilefit.tune.targets.base import TuneShape, moe_config_from_dict, stand_in_default_config
+from tilefit.tune.targets.base import (MOE_SPACE, TuneShape, moe_config_from_dict,
+                                       stand_in_default_config)
 
 LIMIT_SM90 = 232448  # the fake device's shared-memory limit (sm90 opt-in, FACTS.md section 1)
 
@@ -44,12 +47,14 @@ class FakeTarget:
 
     name = "fake"
     jobs = ("gemm1", "gemm2")
+    config_space = MOE_SPACE
 
     def __init__(self, *, seed: int = 0, gpu: str = "h200", smem_limit: int = LIMIT_SM90,
                  compile_crash: Any = (), compile_hang: Any = (), compile_segv: Any = (),
                  run_crash: Any = (), run_hang: Any = (), run_segv: Any = (), run_fatal: Any = (),
                  smem_lie: Any = (), compile_sleep_s: float = 0.0, run_sleep_s: float = 0.0,
-                 grid: str = "full", jobs: Any = ("gemm1", "gemm2"), down_same_block_m: bool = False):
+                 grid: str = "full", jobs: Any = ("gemm1", "gemm2"), down_same_block_m: bool = False,
+                 search_noise: float = 0.0):
         self.seed = seed
         self.gpu = gpu
         self.smem_limit = smem_limit
@@ -62,6 +67,8 @@ class FakeTarget:
         self.grid = grid
         self.jobs = tuple(jobs)
         self.down_same_block_m = down_same_block_m  # SGLang's _down rule, for tests of `restrict`
+        self.search_noise = search_noise
+        self._timed: set[Any] = set()  # (shape, batch, config) timed before in this process
 
     def restrict(self, job: str, batch: int, configs: list[Any],
                  winners: dict[str, dict[int, Any]]) -> list[Any]:
@@ -120,7 +127,15 @@ class FakeTarget:
             raise FakeFailure(f"out of resource: shared memory, Required: {need}, "
                               f"Hardware limit: {self.smem_limit}. Reducing block sizes or "
                               f"num_stages may help.")
-        return self.time_us(config, shape, batch)
+        t = self.time_us(config, shape, batch)
+        key = (shape.key(), batch, config)
+        if self.search_noise and key not in self._timed and _unit(self.seed, "noisy", key) < 0.5:
+            t *= 1.0 + self.search_noise * _unit(self.seed, "noise", key)
+        self._timed.add(key)
+        return t
+
+    def timing(self, shape: TuneShape, batch: int) -> str:
+        return "synthetic"
 
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
         return None
@@ -134,7 +149,7 @@ class FakeTarget:
         from tilefit.tune.perfmodel import Device, predict_us
 
         dev = Device.from_gpu(get_gpu(self.gpu), shape.dtype)
-        base = predict_us(config, shape, batch, dev, self.smem_bytes(config, shape))
+        base = predict_us(MOE_SPACE.tile(config), shape, batch, dev, self.smem_bytes(config, shape))
         bucket = batch.bit_length() // 3  # neighbouring batch sizes share their quirks
         factor = 1.0
         for axis, value in zip(("bm", "bn", "bk", "gm", "w", "s"), config.values()):

@@ -12,7 +12,8 @@ from typing import Any
 
 from tilefit.tune.journal import read_entries
 from tilefit.tune.results import DoesNotFit, Ok, Result
-from tilefit.tune.targets.base import TuneShape, moe_config_from_dict, stand_in_default_config
+from tilefit.tune.targets.base import (MOE_SPACE, TuneShape, moe_config_from_dict,
+                                       stand_in_default_config)
 
 
 class ReplayFailure(RuntimeError):
@@ -21,13 +22,14 @@ class ReplayFailure(RuntimeError):
 
 class ReplayTarget:
     name = "replay"
+    config_space = MOE_SPACE  # the recorded journals are the triton-moe family's
 
     def __init__(self, *, path: str, jobs: Any = ("gemm1", "gemm2"), recorded_target: str = ""):
         self.path = str(path)
         self.jobs = tuple(jobs)
         self._runs: dict[tuple[Any, ...], Result] = {}
         self._configs: dict[str, list[Any]] = {}  # shape key -> MoEConfigs in recorded order
-        for e in read_entries(self.path):
+        for e in read_entries(self.path, self.config_space.from_dict):
             if recorded_target and e.target != recorded_target:
                 continue
             if e.batch is not None:
@@ -63,6 +65,9 @@ class ReplayTarget:
                                 f"Hardware limit: {r.limit}")
         raise ReplayFailure(f"not recorded in {self.path}" if r is None else f"recorded: {r}")
 
+    def timing(self, shape: TuneShape, batch: int) -> str:
+        return "replayed"
+
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
         return None
 
@@ -85,7 +90,8 @@ def record(target: Any, shapes: list[TuneShape], batches: list[int], path: str |
     file, timed in-process: a recorded landscape for the replay target."""
     from tilefit.tune.journal import Journal
 
-    with Journal(path, resume=False, context={"gpu": "recorded"}, sync=False) as j:
+    with Journal(path, resume=False, context={"gpu": "recorded"}, sync=False,
+                 from_dict=target.config_space.from_dict) as j:
         for shape in shapes:
             for config in target.space(shape):
                 if target.fit_reason(config, shape) is not None:

@@ -3,8 +3,15 @@ tuned separately, prefiltered by the family's SMEM model, timed on the GPU, stor
 own format.
 
 Measurement: uniform random top-k routing with a fixed seed (tokens pick `topk` of
-`total_experts`; other ranks' experts are dropped as under EP), triton.testing.do_bench (CUDA
-events, L2 cleared between repeats, median); the alignment is outside the timed region.
+`total_experts`; other ranks' experts are dropped as under EP); the alignment is outside the timed
+region. Two timings, as the engines run the kernel:
+- decode batch sizes (up to `graph_max_batch`, the engine's CUDA-graph batch limit): replays of a
+  captured CUDA graph of many launches, so the host's launch latency is not in the figure (as it is
+  not in a served decode step). The launches rotate over copies of the weights whose touched bytes
+  add up to several times the L2 cache, so each launch reads its weights from DRAM as a decode step
+  of a model much larger than L2 does (a graph of one buffer would read a small expert set from L2).
+- larger batches: triton.testing.do_bench (CUDA events around each launch, L2 cleared between
+  repeats, median), as the engines' tuners time every batch.
 """
 
 from __future__ import annotations
@@ -12,10 +19,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.base import MOE_SPACE, TuneShape
 
 SEED = 0
 WARMUP_MS, REP_MS = 10, 40  # do_bench budgets per config (ms)
+# The CUDA-graph batch limit when no engine setting is given: batches up to it are graph-timed.
+GRAPH_MAX_BATCH = 256
+GRAPH_LAUNCHES = 24  # launches captured in one graph (at least; a multiple of the weight copies)
+L2_MULTIPLE = 4  # the rotated weight copies touch this many times the L2 size per graph pass
+ROTATE_MAX_BYTES = 16 << 30  # memory the weight copies may take at most
+GRAPH = "cuda-graph"
+EVENTS = "events"
 # Errors after which the CUDA context is unusable: the worker must be replaced.
 FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
                  "device-side assert", "CUDA error: an illegal instruction", "uncorrectable ECC")
@@ -27,16 +41,18 @@ TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "fp8": 6e-2}
 class TilefitMoETarget:
     name = "tilefit"
     jobs = ("gemm1", "gemm2")
+    config_space = MOE_SPACE
 
     def __init__(self, *, gpu: str, seed: int = SEED, device: str = "cuda",
                  warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS, jobs: Any = None,
-                 arch: str = ""):
+                 arch: str = "", graph_max_batch: int = GRAPH_MAX_BATCH):
         self.gpu = gpu
         self.arch_name = arch  # set for a GPU not in the catalog: its arch read from the device
         if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
             self.jobs = tuple(jobs)
         self.seed = seed
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
+        self.graph_max_batch = graph_max_batch
         self.device = device  # "cpu" only for `check` under TRITON_INTERPRET=1 (tests)
         self._inputs: dict[Any, Any] = {}
         self._aligns: dict[Any, Any] = {}
@@ -78,6 +94,9 @@ class TilefitMoETarget:
             return None
         need = v.footprint.total if v.footprint is not None else 0
         return DoesNotFit("shared memory" if v.footprint is not None else v.reason, need, v.limit)
+
+    def timing(self, shape: TuneShape, batch: int) -> str:
+        return GRAPH if batch <= self.graph_max_batch else EVENTS
 
     def is_fatal(self, error: BaseException) -> bool:
         text = str(error)
@@ -124,7 +143,7 @@ class TilefitMoETarget:
 
             from tilefit.kernels.triton_moe import ops
 
-            for old in [k for k in self._inputs if k[0] == "weights"]:
+            for old in [k for k in self._inputs if k[0] in ("weights", "rotated")]:
                 del self._inputs[old]
             n, k = shape.nk
             g = torch.Generator(device=self.device).manual_seed(self.seed)
@@ -160,11 +179,35 @@ class TilefitMoETarget:
         self._inputs[key] = p
         return p
 
-    def _launch(self, config: Any, shape: TuneShape, batch: int) -> Any:
+    def rotated_weights(self, shape: TuneShape) -> list[tuple[Any, Any]]:
+        """(weights, scales) copies for graph timing, sized at batch 1 (the fewest bytes touched):
+        enough copies that one pass over them touches L2_MULTIPLE x the L2 size, within
+        ROTATE_MAX_BYTES. Copy 0 is the problem's own tensor."""
+        key = ("rotated", shape)
+        if key not in self._inputs:
+            import torch
+
+            from tilefit.tune.perfmodel import active_experts
+
+            for old in [k for k in self._inputs if k[0] == "rotated"]:
+                del self._inputs[old]
+            w = self._weights(shape)
+            b, scale = w["b"], w["b_scale"]
+            whole = b.numel() * b.element_size()
+            touched = max(1.0, active_experts(shape, 1)) * whole / shape.experts
+            l2 = int(getattr(torch.cuda.get_device_properties(b.device), "L2_cache_size", 0))
+            want = max(1, -(-int(L2_MULTIPLE * l2) // int(touched))) if l2 else 1
+            copies = max(1, min(want, ROTATE_MAX_BYTES // max(1, whole)))
+            self._inputs[key] = [(b, scale)] + [
+                (b.clone(), None if scale is None else scale.clone()) for _ in range(copies - 1)]
+        return self._inputs[key]
+
+    def _launch(self, config: Any, shape: TuneShape, batch: int, weights: Any = None) -> Any:
         from tilefit.kernels.triton_moe import ops
         from tilefit.kernels.triton_moe.align import moe_align
 
         p = self._problem(shape, batch)
+        b, b_scale = weights if weights is not None else (p["b"], p["b_scale"])
         akey = (shape, batch, config.block_m)
         if akey not in self._aligns:
             self._aligns[akey] = moe_align(p["ids"], shape.experts, config.block_m)
@@ -172,21 +215,28 @@ class TilefitMoETarget:
         gemm1 = shape.gemm == "gemm1"
 
         def launch() -> Any:
-            return ops.grouped_gemm(p["a"], p["b"], p["c"], align, config,
+            return ops.grouped_gemm(p["a"], b, p["c"], align, config,
                                     a_rows_per_token=shape.topk if gemm1 else 1,
                                     topk_weights=None if gemm1 else p["topk_weights"],
-                                    a_scale=p["a_scale"], b_scale=p["b_scale"])
+                                    a_scale=p["a_scale"], b_scale=b_scale)
         return launch
 
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
         import torch
         from triton.testing import do_bench
 
+        if self.timing(shape, batch) == GRAPH:
+            return self._graph_us(config, shape, batch)
         launch = self._launch(config, shape, batch)
         launch()  # compile (a cache hit after the CPU pool) and surface launch errors untimed
         torch.cuda.synchronize()
         return 1000.0 * float(do_bench(launch, warmup=self.warmup_ms, rep=self.rep_ms,
                                           return_mode="median"))
+
+    def _graph_us(self, config: Any, shape: TuneShape, batch: int) -> float:
+        """Microseconds per launch in graph replays rotating over the weight copies."""
+        launches = [self._launch(config, shape, batch, w) for w in self.rotated_weights(shape)]
+        return replay_us(launches, self.warmup_ms + self.rep_ms)
 
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
         """Compare a spread sample of the kernel's rows with a float32 reference, computed one
@@ -218,6 +268,36 @@ class TilefitMoETarget:
             scale = max(scale, ref.abs().max().item())
         tol = TOLERANCE.get(shape.dtype, 2e-2)
         return None if err <= tol * (scale or 1.0) else f"max error {err:.3g} > {tol} x {scale:.3g}"
+
+
+def replay_us(launches: list[Any], budget_ms: float) -> float:
+    """Microseconds per launch: the median over replays (at least 3, about `budget_ms` in all) of
+    one captured CUDA graph of `launches` repeated to GRAPH_LAUNCHES or more; the first replay,
+    which warms the graph's launch path, is left out."""
+    import statistics
+
+    import torch
+
+    for launch in launches:  # compile (a cache hit) and surface launch errors outside capture
+        launch()
+    torch.cuda.synchronize()
+    passes = max(1, -(-GRAPH_LAUNCHES // len(launches)))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(passes):
+            for launch in launches:
+                launch()
+    count = passes * len(launches)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times: list[float] = []
+    while len(times) < 4 or (sum(times) < budget_ms and len(times) < 200):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    del graph
+    return 1000.0 * statistics.median(times[1:]) / count
 
 
 def _half(shape: TuneShape) -> Any:

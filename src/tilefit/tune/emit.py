@@ -1,0 +1,131 @@
+"""`tune --emit vllm,sglang`: the engines' fused-MoE config files from a tuning of tilefit's kernel,
+for a GPU box where the engine is not installed yet. vLLM's and SGLang's fused-MoE Triton kernels
+take the same six config keys as tilefit's kernel, over the same grid.
+
+Names and contents are each engine's own (tilefit.engines: `write_tuned_configs`): E = local
+experts, N = the per-rank expert width, dtype/block_shape selectors for 128x128 block-scaled fp8
+("fp8_w8a8", [128, 128]), SGLang's files under its triton_X_Y_Z folder. The files hold only keys the engines
+read (vLLM pops "triton_version" and int()s the rest; SGLang int()s every key); what they were tuned
+on goes to a sidecar `<file stem>.tilefit-provenance.json` beside each.
+
+vLLM runs both GEMMs with one config per batch size: per batch the run re-times gemm1's and gemm2's
+picks on the other GEMM too and keeps the faster total. SGLang reads gemm2's configs from a `_down`
+file whose BLOCK_SIZE_M must equal gemm1's: gemm2's pick when it does, else the faster (re-timed)
+of gemm1's pick and gemm2's best finalist with that BLOCK_SIZE_M.
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+from tilefit._io import write_json_atomic
+from tilefit.errors import UsageError
+from tilefit.tune.finalists import gather, ranked, retime
+from tilefit.tune.report import Row
+from tilefit.tune.targets.base import TuneShape
+
+ENGINES = ("vllm", "sglang")
+SIDECAR_SUFFIX = ".tilefit-provenance.json"
+
+
+def parse_engines(text: str) -> tuple[str, ...]:
+    """'vllm,sglang' -> ('vllm', 'sglang'); an unknown engine is a UsageError naming the known."""
+    out: list[str] = []
+    for name in (t.strip().lower() for t in text.split(",") if t.strip()):
+        if name not in ENGINES:
+            raise UsageError(f"--emit {name!r}: tilefit writes config files for {', '.join(ENGINES)}")
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise UsageError(f"--emit needs engine names: {', '.join(ENGINES)}")
+    return tuple(out)
+
+
+# The tuner's dtypes as the engines' weight dtypes: tune's "fp8" is 128x128 block-scaled.
+WEIGHT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8-block"}
+
+
+def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
+                      winners: dict[str, dict[int, Any]], rows: dict[tuple[str, int], Row]
+                      ) -> list[Path]:
+    """Write the files of every engine in `req.emit` for `layer` (see the module docstring)."""
+    from tilefit.engines import get_engine
+    from tilefit.engines.triton_moe import installed_triton_version
+
+    if set(target.jobs) != {"gemm1", "gemm2"}:
+        raise UsageError("--emit needs gemm1 and gemm2 tuned separately (--target tilefit)")
+    versions = target.versions()
+    triton = versions.get("triton") or installed_triton_version()
+    rounds = max(1, req.rounds)
+    written: list[Path] = []
+    for engine in req.emit:
+        if engine == "vllm":
+            gemm1, how = _one_config_for_both(evaluator, layer, winners, rounds)
+            gemm2 = None
+        else:
+            gemm1 = winners["gemm1"]
+            gemm2, how = _down_configs(evaluator, layer, winners, rows, rounds)
+        paths = get_engine(engine).write_tuned_configs(
+            Path(req.out_dir) / engine, E=layer.experts, N=layer.width,
+            device_name=req.device_name, weight_dtype=WEIGHT_DTYPE[layer.dtype],
+            gemm1={b: c.as_dict() for b, c in gemm1.items()},
+            gemm2=None if gemm2 is None else {b: c.as_dict() for b, c in gemm2.items()},
+            triton_version=triton)
+        for p in paths:
+            written += [p, _sidecar(p, engine, req, layer, versions, how)]
+    return written
+
+
+def _retimed(evaluator: Any, shape: TuneShape, batch: int, configs: list[Any],
+             rounds: int) -> dict[Any, float]:
+    found = gather([("given", [(c, None) for c in dict.fromkeys(configs)])], len(configs))
+    return {f.config: f.median_us for f in retime(evaluator, shape, batch, found, rounds)}
+
+
+def _one_config_for_both(evaluator: Any, layer: TuneShape, winners: dict[str, dict[int, Any]],
+                         rounds: int) -> tuple[dict[int, Any], str]:
+    out: dict[int, Any] = {}
+    for batch, c1 in winners["gemm1"].items():
+        c2 = winners["gemm2"][batch]
+        if c1 == c2:
+            out[batch] = c1
+            continue
+        t1 = _retimed(evaluator, layer.with_gemm("gemm1"), batch, [c1, c2], rounds)
+        t2 = _retimed(evaluator, layer.with_gemm("gemm2"), batch, [c1, c2], rounds)
+        out[batch] = min((c1, c2), key=lambda c: (t1[c] + t2[c], c))
+    return out, ("per batch size, whichever of the gemm1 and gemm2 picks is faster over both "
+                 "GEMMs (re-timed together): vLLM runs both GEMMs with one config")
+
+
+def _down_configs(evaluator: Any, layer: TuneShape, winners: dict[str, dict[int, Any]],
+                  rows: dict[tuple[str, int], Row], rounds: int) -> tuple[dict[int, Any], str]:
+    out: dict[int, Any] = {}
+    for batch, c1 in winners["gemm1"].items():
+        c2 = winners["gemm2"][batch]
+        if c2.block_m == c1.block_m:
+            out[batch] = c2
+            continue
+        same_m = [f.config for f in ranked(rows[("gemm2", batch)].finalists)
+                  if f.config.block_m == c1.block_m][:1]
+        times = _retimed(evaluator, layer.with_gemm("gemm2"), batch, [c1, *same_m], rounds)
+        out[batch] = min(times, key=lambda c: (times[c], c))
+    return out, ("gemm1's picks; the _down file: gemm2's pick where its BLOCK_SIZE_M equals "
+                 "gemm1's (SGLang's rule), else the faster of gemm1's pick and gemm2's best "
+                 "finalist with that BLOCK_SIZE_M")
+
+
+def _sidecar(path: Path, engine: str, req: Any, layer: TuneShape, versions: dict[str, str],
+             how: str) -> Path:
+    data = {
+        "file": path.name, "engine": engine,
+        "tuned_kernel": "tilefit's fused-MoE Triton kernel (tilefit.kernels.triton_moe), which "
+                        "takes the same six config keys; where the engine is installed, "
+                        f"`tilefit tune --target {engine}` tunes the engine's own kernel",
+        "picks": how, "gpu": req.device_name, "versions": dict(versions),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "shape": layer.as_dict() | {"gemm": "gemm1+gemm2"}, **dict(req.provenance),
+    }
+    return write_json_atomic(path.with_name(path.name[:-len(".json")] + SIDECAR_SUFFIX), data,
+                             indent=4)

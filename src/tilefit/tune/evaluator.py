@@ -1,0 +1,193 @@
+"""How a search's configs get measured: journal first, then compile (CPU pool) -> run (GPU pool)
+per config on its own thread; idle compile workers prefetch the configs the performance model
+ranks highest; `quiet()` holds every prefetch back while finalists are re-timed, so no compile
+shares the host with a timing that a host-side launch could spoil.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+from tilefit.tune import perfmodel
+from tilefit.tune.journal import Journal
+from tilefit.tune.report import ModelBug
+from tilefit.tune.results import DoesNotFit, LaunchFailed, Ok, Result, describe
+from tilefit.tune.targets.base import TuneShape
+
+# Compile workers kept free of prefetching, for the configs a search is waiting on (the fast
+# strategy's chunk): prefetching only ever uses the workers beyond these.
+RESERVED_COMPILE_WORKERS = 8
+
+Progress = Callable[[str, dict[str, Any]], None]
+
+
+class Evaluator:
+    """evaluate(configs) for one (job shape, batch): journal first, then each config flows
+    compile (CPU pool) -> run (GPU pool) on its own thread, so timing starts as soon as the first
+    compile is done instead of after the slowest of the chunk."""
+
+    def __init__(self, name: str, target: Any, journal: Journal, compile_pool: Any,
+                 bench_pool: Any, model_bugs: list[ModelBug], progress: Progress):
+        self.name, self.target, self.journal = name, target, journal
+        self.compile_pool, self.bench_pool = compile_pool, bench_pool
+        self.model_bugs, self.progress = model_bugs, progress
+        lanes = compile_pool.size + bench_pool.size
+        self._lanes = ThreadPoolExecutor(max_workers=lanes)
+        self._lock = threading.Lock()
+        self._compiling: dict[tuple[str, Any], Future[Result]] = {}
+        spare = compile_pool.size - RESERVED_COMPILE_WORKERS
+        self._prefetcher = ThreadPoolExecutor(max_workers=spare) if spare > 0 else None
+        self._prefetched: list[Future[Any]] = []
+        self._gate = threading.Condition()
+        self._quiet = False
+        self._prefetching = 0  # prefetch compiles in flight
+
+    def close(self) -> None:
+        self.stop_prefetch()
+        if self._prefetcher is not None:
+            self._prefetcher.shutdown(wait=True)
+        self._lanes.shutdown(wait=True)
+
+    @property
+    def can_prefetch(self) -> bool:
+        """Whether compile workers are spare for prefetching (more than the reserved ones)."""
+        return self._prefetcher is not None
+
+    def prefetch(self, shape: TuneShape, configs: Sequence[Any]) -> None:
+        """Compile `configs` in the background on the spare compile workers (none: a no-op)."""
+        if self._prefetcher is not None:
+            self._prefetched += [self._prefetcher.submit(self._prefetch_one, shape, c)
+                                 for c in configs]
+
+    def _prefetch_one(self, shape: TuneShape, config: Any) -> Result:
+        with self._gate:
+            while self._quiet:
+                self._gate.wait()
+            self._prefetching += 1
+        try:
+            return self.compiled(shape, config)
+        finally:
+            with self._gate:
+                self._prefetching -= 1
+                self._gate.notify_all()
+
+    def stop_prefetch(self) -> None:
+        """Drop the prefetches not started yet (those running finish and are journaled)."""
+        for f in self._prefetched:
+            f.cancel()
+        self._prefetched = []
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """No compile starts inside this block, and the block starts once those running are done
+        (the searches, which compile too, are not running while a run re-times finalists)."""
+        with self._gate:
+            self._quiet = True
+            while self._prefetching:
+                self._gate.wait()
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._quiet = False
+                self._gate.notify_all()
+
+    def compiled(self, shape: TuneShape, config: Any) -> Result:
+        """The compile result of `config` for `shape`: from the journal, from a compile already in
+        flight on another thread (a prefetch), or compiled now and journaled."""
+        key = shape.key()
+        with self._lock:
+            done = self.journal.lookup(self.name, key, None, config)
+            if done is not None:
+                return done
+            pending = self._compiling.get((key, config))
+            if pending is None:
+                mine: Future[Result] = Future()
+                self._compiling[(key, config)] = mine
+        if pending is not None:
+            return pending.result()
+        try:
+            reply = self.compile_pool.call("compile", config, shape, None)
+            result = Ok(0.0) if reply is None else reply
+            self.journal.record(self.name, key, None, config, result)
+            mine.set_result(result)
+            return result
+        except BaseException as e:
+            mine.set_exception(e)
+            raise
+        finally:
+            with self._lock:
+                del self._compiling[(key, config)]
+
+    def measure(self, shape: TuneShape, batch: int, config: Any, key: str | None = None) -> Result:
+        """One timing of a compiled `config`, journaled under `key` (default: the shape's key;
+        re-timing rounds use their own keys, so each round is a line of its own)."""
+        key = key or shape.key()
+        done = self.journal.lookup(self.name, key, batch, config)
+        if done is not None:
+            return done
+        misfit = self.target.fit_reason(config, shape)
+        if misfit is not None:
+            self.journal.record(self.name, key, batch, config, misfit)
+            return misfit
+        compiled = self.compiled(shape, config)
+        if not isinstance(compiled, Ok):
+            return compiled
+        r = self.bench_pool.call("run", config, shape, batch)
+        self.journal.record(self.name, key, batch, config, r)
+        if isinstance(r, DoesNotFit):
+            self.model_bugs.append(ModelBug(key, config, r))
+        self.progress("measured", {"config": config.label(), "result": describe(r)})
+        return r
+
+    def check(self, shape: TuneShape, batch: int, config: Any) -> Result:
+        """Whether `config`'s output matches the target's reference (journaled)."""
+        key = f"check:{shape.key()}"
+        known = self.journal.lookup(self.name, key, batch, config)
+        if known is None:
+            reply = self.bench_pool.call("check", config, shape, batch)
+            known = Ok(0.0) if reply is None else (
+                LaunchFailed(f"wrong result: {reply}") if isinstance(reply, str) else reply)
+            self.journal.record(self.name, key, batch, config, known)
+        return known
+
+    def __call__(self, shape: TuneShape, batch: int, configs: Sequence[Any]) -> list[Result]:
+        futures = [self._lanes.submit(self.measure, shape, batch, c) for c in configs]
+        return [f.result() for f in futures]
+
+
+class Predictions:
+    """The performance model's times for one GEMM job's configs, each computed once per batch
+    size (the prefetch order and every search of the job read the same figures)."""
+
+    def __init__(self, target: Any, shape: TuneShape, dev: perfmodel.Device):
+        self.shape = shape
+        self.dev = dev
+        self._tile = target.config_space.tile
+        self._smem_of = getattr(target, "smem_bytes", None)
+        self._smem: dict[Any, int] = {}
+        self._times: dict[int, dict[Any, float]] = {}
+
+    def at(self, batch: int) -> Callable[[Any], float]:
+        """predict(config) -> microseconds at `batch`."""
+        times = self._times.setdefault(batch, {})
+
+        def predict(c: Any) -> float:
+            t = times.get(c)
+            if t is None:
+                t = times[c] = perfmodel.predict_us(self._tile(c), self.shape, batch, self.dev,
+                                                    self._smem_bytes(c))
+            return t
+        return predict
+
+    def _smem_bytes(self, c: Any) -> int:
+        if self._smem_of is None:
+            return 0
+        b = self._smem.get(c)
+        if b is None:
+            b = self._smem[c] = self._smem_of(c, self.shape)
+        return b

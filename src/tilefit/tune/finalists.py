@@ -1,0 +1,64 @@
+"""Finalists re-timed in quiet: a search's timings are taken while compile workers fill the CPU,
+and a kernel of 15 us timed from the host can read 35 us then (vLLM-style event timing puts the
+host launch inside the figure). So after each search the run re-times its best few configs, the
+engine's default, the exhaustive sweep's best few (where one ran) and any configs given from
+another run, with no compile running on the host, interleaved over several rounds (each round
+in a rotated order), and picks by the median of the rounds. Every round is a journal line of its
+own (shape key "retime<r>:..."), beside the search's lines, so a resumed run re-times nothing twice.
+
+The pick is the fastest median of configs the run measured side by side, so it is never slower
+than the best config the search measured once both are re-timed together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tilefit.tune.report import Retimed
+from tilefit.tune.results import Ok, Result, time_of
+from tilefit.tune.targets.base import TuneShape
+
+FINALISTS = 4  # best configs of each search re-timed
+ROUNDS = 5  # interleaved rounds; the median is kept
+
+
+def gather(groups: Iterable[tuple[str, Sequence[tuple[Any, Result | None]]]], top: int
+           ) -> list[tuple[Any, tuple[str, ...], float | None]]:
+    """(config, sources, best search time) for the `top` fastest measured configs of the
+    "fast" and "exhaustive" groups and every config of the others ("default", "given"; a result
+    of None: not measured in this run); a config in several groups is one finalist."""
+    found: dict[Any, tuple[list[str], float | None]] = {}
+    for source, measured in groups:
+        ok = [(c, r) for c, r in measured if r is None or isinstance(r, Ok)]
+        ok.sort(key=lambda cr: (time_of(cr[1]) if cr[1] is not None else float("inf"), cr[0]))
+        for c, r in ok[:top] if source in ("fast", "exhaustive") else ok:
+            sources, best = found.setdefault(c, ([], None))
+            if source not in sources:
+                sources.append(source)
+            if r is not None:
+                t = time_of(r)
+                found[c] = (sources, t if best is None else min(best, t))
+    return [(c, tuple(s), t) for c, (s, t) in found.items()]
+
+
+def retime(evaluator: Any, shape: TuneShape, batch: int,
+           finalists: Sequence[tuple[Any, tuple[str, ...], float | None]],
+           rounds: int = ROUNDS) -> list[Retimed]:
+    """Each finalist timed once per round, in quiet (see the module docstring)."""
+    configs = [c for c, _, _ in finalists]
+    for c in configs:  # a config given from another run may not be compiled yet: not in quiet
+        evaluator.compiled(shape, c)
+    times: dict[Any, list[float]] = {c: [] for c in configs}
+    with evaluator.quiet():
+        for r in range(rounds):
+            shift = r % max(1, len(configs))
+            for c in configs[shift:] + configs[:shift]:
+                result = evaluator.measure(shape, batch, c, key=f"retime{r}:{shape.key()}")
+                times[c].append(time_of(result))
+    return [Retimed(c, tuple(times[c]), t, sources) for c, sources, t in finalists]
+
+
+def ranked(retimed: Sequence[Retimed]) -> list[Retimed]:
+    """Fastest median first; configs that failed every round last."""
+    return sorted(retimed, key=lambda f: (f.median_us, f.config))

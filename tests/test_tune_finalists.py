@@ -1,0 +1,133 @@
+"""Finalists re-timed in quiet (tune/finalists.py, evaluator.quiet): a search timing spoiled by
+compile load cannot decide the pick, the journal keeps search timings and re-timings, no compile
+runs while finalists are timed, and a resume after an upgrade measures again."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tilefit.tune.evaluator import Evaluator
+from tilefit.tune.journal import Journal, read_entries
+from tilefit.tune.results import Ok
+from tilefit.tune.run import JOURNAL, TuneRequest, tune
+from tilefit.tune.targets.base import MOE_SPACE, TargetSpec, TuneShape
+from tilefit.tune.targets.fake import FakeTarget
+
+LAYER = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)  # GLM-5 under EP8
+BATCHES = (1, 16, 64, 1024)
+
+
+def _request(out, rounds, seed=11, **kw):
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=seed, grid="distinct",
+                         search_noise=3.0)
+    return TuneRequest(spec, (LAYER,), BATCHES, out, "h200", "NVIDIA H200", compile_workers=2,
+                       compile_timeout_s=20.0, run_timeout_s=20.0, rounds=rounds, **kw)
+
+
+def _true_us(job, batch, config, seed=11):
+    return FakeTarget(seed=seed, grid="distinct").time_us(config, LAYER.with_gemm(job), batch)
+
+
+def test_noisy_search_timings_do_not_decide_the_pick(tmp_path):
+    """The fake inflates the first timing of half its configs up to 4x (a compile burst under a
+    host-timed launch). Picking by search timings then misses; re-timing the finalists in quiet
+    picks within 2% of every config the search measured best, once both are re-timed."""
+    quiet = tune(_request(tmp_path / "quiet", rounds=5))
+    noisy = tune(_request(tmp_path / "noisy", rounds=0))
+    missed = 0
+    for q, n in zip(quiet.rows, noisy.rows):
+        assert (q.job, q.batch) == (n.job, n.batch)
+        fastest_in_search = min((f for f in q.finalists if f.search_us is not None),
+                                key=lambda f: f.search_us)
+        assert q.time_us <= 1.02 * fastest_in_search.median_us
+        assert q.time_us == pytest.approx(_true_us(q.job, q.batch, q.config))  # medians are true
+        best_finalist = min(_true_us(q.job, q.batch, f.config) for f in q.finalists)
+        assert _true_us(q.job, q.batch, q.config) <= 1.02 * best_finalist
+        assert q.default_us == pytest.approx(_true_us(q.job, q.batch,
+                                                      FakeTarget().default_config(LAYER, q.batch)))
+        missed += _true_us(n.job, n.batch, n.config) > 1.02 * _true_us(q.job, q.batch, q.config)
+    assert missed >= 1  # the noise does spoil picks made from search timings alone
+
+
+def test_journal_keeps_search_timings_and_every_round(tmp_path):
+    report = tune(_request(tmp_path, rounds=3, finalists=2))
+    entries = list(read_entries(tmp_path / JOURNAL, MOE_SPACE.from_dict))
+    for row in report.rows:
+        shape = LAYER.with_gemm(row.job).key()
+        assert 2 <= len(row.finalists) <= 2 + 1  # the search's best two and the default
+        for f in row.finalists:
+            assert len(f.rounds_us) == 3
+            for r in range(3):
+                assert any(e.shape == f"retime{r}:{shape}" and e.batch == row.batch
+                           and e.config == f.config for e in entries)
+        searched = sum(e.shape == shape and e.batch == row.batch for e in entries)
+        assert row.trials <= searched <= row.trials + 1  # + the default, if outside the space
+    summary = (tmp_path / "tune_summary.json").read_text()
+    assert '"rounds_us"' in summary and '"search_us"' in summary
+
+
+def test_exhaustive_best_is_retimed_with_the_pick(tmp_path):
+    report = tune(_request(tmp_path, rounds=3, exhaustive_at=(16,)))
+    (row,) = [r for r in report.rows if r.batch == 16 and r.job == "gemm1"]
+    assert row.exhaustive_config is not None and row.exhaustive_us is not None
+    assert row.time_us <= row.exhaustive_us  # the pick is the fastest re-timed finalist
+    assert "exhaustive" in row.best_of("exhaustive").sources
+
+
+def test_configs_given_from_another_run_are_retimed_with_the_finalists(tmp_path):
+    from tilefit.kernels.triton_moe.config import MoEConfig
+
+    other = MoEConfig(16, 256, 64, 1, 8, 2)
+    report = tune(_request(tmp_path, rounds=2, given=(("gemm2", 64, other),)))
+    (row,) = [r for r in report.rows if r.batch == 64 and r.job == "gemm2"]
+    (given,) = [f for f in row.finalists if "given" in f.sources]
+    assert given.config == other and len(given.rounds_us) == 2 and given.search_us is None
+
+
+class _SlowPool:
+    """A compile pool whose calls take 50 ms, recording when each starts."""
+
+    def __init__(self, size):
+        self.size, self.starts, self.restarts = size, [], 0
+
+    def call(self, op, config, shape, batch):
+        self.starts.append(time.monotonic())
+        time.sleep(0.05)
+        return None
+
+
+def test_no_compile_starts_while_finalists_are_retimed(tmp_path, monkeypatch):
+    import tilefit.tune.evaluator as evaluator_mod
+
+    monkeypatch.setattr(evaluator_mod, "RESERVED_COMPILE_WORKERS", 1)
+    with Journal(tmp_path / "j.jsonl", resume=False, context={},
+                 from_dict=MOE_SPACE.from_dict) as j:
+        pool = _SlowPool(4)
+        ev = Evaluator("fake", FakeTarget(), j, pool, _SlowPool(1), [], lambda e, d: None)
+        configs = FakeTarget(grid="distinct").space(LAYER)[:40]
+        ev.prefetch(LAYER, configs)
+        time.sleep(0.08)
+        with ev.quiet():
+            entered = time.monotonic()
+            time.sleep(0.3)
+            left = time.monotonic()
+        deadline = time.monotonic() + 10
+        while len(pool.starts) < 40 and time.monotonic() < deadline:  # the rest go on after it
+            time.sleep(0.02)
+        ev.close()
+    assert not [t for t in pool.starts if entered <= t <= left]
+    assert len(pool.starts) == 40  # every prefetch ran, before or after the quiet block
+    assert all(isinstance(j.lookup("fake", LAYER.key(), None, c), Ok) for c in configs)
+
+
+def test_resume_after_an_upgrade_measures_again_and_says_so(tmp_path):
+    events = []
+    tune(_request(tmp_path, rounds=1, seed=11))
+    # The fake's "versions" are its seed: another seed stands in for another Triton release.
+    again = tune(_request(tmp_path, rounds=1, seed=12, resume=True),
+                 lambda e, d: events.append((e, d)))
+    assert again.resumed_entries == 0 and again.stale_entries > 0
+    assert any(e == "warning" and "measured again" in d["message"] for e, d in events)
+    assert again.stale_contexts == ("NVIDIA H200, fake 11",)
