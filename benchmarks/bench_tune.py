@@ -222,6 +222,32 @@ def _compiles(path: Path) -> int:
     return sum(1 for e in read_entries(path, MOE_SPACE.from_dict) if e.batch is None)
 
 
+def refloor(path: str) -> None:
+    """Recompute a result file's floors from the timed routing draw (rows and experts actually
+    hit, as `tune` now does) with its measured ceilings; no GPU needed. For results measured
+    before the floor used the draw instead of its expectation."""
+    from tilefit.hw.catalog import get_gpu
+    from tilefit.tune.ceilings import Ceilings
+    from tilefit.tune.perfmodel import Device, floor_us
+    from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
+
+    d = json.loads(Path(path).read_text())
+    layer = layer_shape(d["layout"], d["dtype"])
+    catalog = Device.from_gpu(get_gpu("h200"), d["dtype"])
+    measured = Ceilings(**d["ceilings"]).device(catalog)
+    target = TilefitMoETarget(gpu="h200")
+    for r in d["rows"]:
+        shape, t = layer.with_gemm(r["job"]), r["time_us"]
+        routed = target.routed(shape, r["batch"])
+        r["routed"] = {"rows": routed.rows, "experts": routed.experts}
+        r["floor_us"] = floor_us(shape, r["batch"], measured, routed)
+        r["floor_us_catalog"] = floor_us(shape, r["batch"], catalog, routed)
+        r["pct_of_floor"] = 100.0 * r["floor_us"] / t if t else None
+        r["pct_of_catalog_floor"] = 100.0 * r["floor_us_catalog"] / t if t else None
+    d["floor"] = "from the timed routing draw's rows and experts (recomputed with --refloor)"
+    Path(path).write_text(json.dumps(d, indent=1) + "\n")
+
+
 def summarize(paths: list[str]) -> str:
     out = []
     for p in paths:
@@ -278,7 +304,12 @@ def main() -> None:
     p.add_argument("--out-dir", default="benchmarks/results")
     p.add_argument("--tag", default="v3")
     p.add_argument("--summarize", nargs="+", metavar="JSON")
+    p.add_argument("--refloor", nargs="+", metavar="JSON")
     args = p.parse_args()
+    if args.refloor:
+        for path in args.refloor:
+            refloor(path)
+        return
     if args.summarize:
         print(summarize(args.summarize))
         return

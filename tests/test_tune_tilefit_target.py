@@ -43,3 +43,26 @@ def test_check_runs_kernel_against_reference_in_worker(monkeypatch):
             assert w.call("check", MoEConfig(16, 32, 32, 1, 4, 2), shape, 7, 300) is None
     finally:
         w.stop()
+
+
+def test_floor_counts_the_timed_routing_draw():
+    """The floor uses the rows and experts the seeded draw actually gives this GPU, so a draw that
+    hits fewer experts than the mean does not read above 100%."""
+    pytest.importorskip("torch")
+    from tilefit.hw.catalog import get_gpu
+    from tilefit.tune.perfmodel import Device, floor_us
+    from tilefit.tune.targets.base import Routed, TuneShape
+    from tilefit.tune.targets.tilefit_moe import TilefitMoETarget, routing
+
+    target = TilefitMoETarget(gpu="h200")
+    shape = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)  # GLM-5 EP8
+    dev = Device.from_gpu(get_gpu("h200"), "bf16")
+    for batch in (1, 2, 64):
+        ids = routing(shape, batch, target.seed)[0]
+        local = ids[ids >= 0]
+        routed = target.routed(shape, batch)
+        assert routed == Routed(int(local.numel()), len(set(local.tolist())))
+        one_expert = floor_us(shape, batch, dev, Routed(routed.rows, 1))
+        assert floor_us(shape, batch, dev, routed) == pytest.approx(routed.experts * one_expert, rel=0.05)
+    assert target.timing(shape, 256) == "cuda-graph" and target.timing(shape, 257) == "events"
+    assert TilefitMoETarget(gpu="h200", graph_max_batch=0).timing(shape, 1) == "events"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilefit.layout.routing import expected_active_experts
-from tilefit.tune.targets.base import Tile, TuneShape
+from tilefit.tune.targets.base import Routed, Tile, TuneShape
 
 ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 OUT_BYTES = 2  # bf16/fp16 output
@@ -59,22 +59,25 @@ def active_experts(shape: TuneShape, batch: int) -> float:
     return expected_active_experts(batch, shape.experts, shape.total_experts, shape.topk)
 
 
-def _bytes_and_flops(shape: TuneShape, batch: int, n: int, k: int) -> tuple[float, float]:
+def _bytes_and_flops(shape: TuneShape, batch: int, n: int, k: int,
+                     routed: Routed | None = None) -> tuple[float, float]:
     elem = ELEM_BYTES.get(shape.dtype, 2)
-    rows = shape.assignments(batch)
-    weights = active_experts(shape, batch) * n * k * elem
+    rows = shape.assignments(batch) if routed is None else routed.rows
+    experts = active_experts(shape, batch) if routed is None else routed.experts
+    weights = experts * n * k * elem
     if shape.dtype == "fp8":
-        weights += active_experts(shape, batch) * math.ceil(n / SCALE_BLOCK) * math.ceil(k / SCALE_BLOCK) * 4
+        weights += experts * math.ceil(n / SCALE_BLOCK) * math.ceil(k / SCALE_BLOCK) * 4
     a_rows = batch if (n, k) == (2 * shape.width, shape.hidden) else rows
     moved = weights + a_rows * k * elem + rows * n * OUT_BYTES
     return moved, 2.0 * rows * n * k
 
 
-def floor_us(shape: TuneShape, batch: int, dev: Device) -> float:
-    """Roofline floor in microseconds: no kernel of this job can be faster."""
+def floor_us(shape: TuneShape, batch: int, dev: Device, routed: Routed | None = None) -> float:
+    """Roofline floor in microseconds: no kernel of this job can be faster. `routed`: the timed
+    draw's rows and experts (default: their expectation under uniform routing)."""
     total = 0.0
     for n, k in _gemm_dims(shape):
-        moved, flops = _bytes_and_flops(shape, batch, n, k)
+        moved, flops = _bytes_and_flops(shape, batch, n, k, routed)
         total += max(moved / dev.bandwidth, flops / dev.flops)
     return total * 1e6
 

@@ -252,10 +252,11 @@ class _Run:
         for _, r in result.measured:
             if not isinstance(r, Ok):
                 failures[r.kind] = failures.get(r.kind, 0) + 1
-        floor = perfmodel.floor_us(shape, batch, model.dev)
+        routed = self.target.routed(shape, batch)
+        floor = perfmodel.floor_us(shape, batch, model.dev, routed)
         row = Row(shape.key(), shape.gemm, batch, pick.config if pick else None,
                   _finite(pick.median_us) if pick else None,
-                  perfmodel.floor_us(shape, batch, self.ceilings.device(model.dev))
+                  perfmodel.floor_us(shape, batch, self.ceilings.device(model.dev), routed)
                   if self.ceilings else floor,
                   _finite(default_f.median_us) if default_f else None,
                   result.trials, len(space), len(space) - len(fitting), failures,

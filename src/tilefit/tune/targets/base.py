@@ -83,6 +83,16 @@ class TargetSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class Routed:
+    """What one timed routing draw gives this GPU: (token, expert) rows and distinct local experts
+    hit. The floor uses it instead of the expectation: a seeded draw can hit fewer experts than
+    the mean, and a floor from the mean then reads above 100%."""
+
+    rows: int
+    experts: int
+
+
+@dataclass(frozen=True, slots=True)
 class Tile:
     """What the performance model reads of a config: the tile, warps and pipeline depth."""
 
@@ -135,6 +145,9 @@ class Target(Protocol):
 
     def timing(self, shape: TuneShape, batch: int) -> str:
         """How `run` times this batch size, for the summary (e.g. "cuda-graph", "events")."""
+
+    def routed(self, shape: TuneShape, batch: int) -> Routed | None:
+        """The routing `run` times (None: the performance model's expectation stands in)."""
 
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
         """None when the output matches the reference, else what differs."""

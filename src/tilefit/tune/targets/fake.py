@@ -134,6 +134,9 @@ class FakeTarget:
         self._timed.add(key)
         return t
 
+    def routed(self, shape: TuneShape, batch: int) -> None:
+        return None  # no routing drawn: the floor uses the expectation
+
     def timing(self, shape: TuneShape, batch: int) -> str:
         return "synthetic"
 

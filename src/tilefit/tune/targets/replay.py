@@ -65,6 +65,9 @@ class ReplayTarget:
                                 f"Hardware limit: {r.limit}")
         raise ReplayFailure(f"not recorded in {self.path}" if r is None else f"recorded: {r}")
 
+    def routed(self, shape: TuneShape, batch: int) -> None:
+        return None  # no routing drawn: the floor uses the expectation
+
     def timing(self, shape: TuneShape, batch: int) -> str:
         return "replayed"
 

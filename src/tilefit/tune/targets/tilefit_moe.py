@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tilefit.tune.targets.base import MOE_SPACE, TuneShape
+from tilefit.tune.targets.base import MOE_SPACE, Routed, TuneShape
 
 SEED = 0
 WARMUP_MS, REP_MS = 10, 40  # do_bench budgets per config (ms)
@@ -97,6 +97,11 @@ class TilefitMoETarget:
 
     def timing(self, shape: TuneShape, batch: int) -> str:
         return GRAPH if batch <= self.graph_max_batch else EVENTS
+
+    def routed(self, shape: TuneShape, batch: int) -> Routed:
+        ids = routing(shape, batch, self.seed)[0]
+        local = ids[ids >= 0]
+        return Routed(int(local.numel()), int(local.unique().numel()))
 
     def is_fatal(self, error: BaseException) -> bool:
         text = str(error)
