@@ -147,29 +147,29 @@ def test_complete_last_entry_without_newline_is_kept(tmp_path):
     """The last entry parses whole but lacks its newline: it counts as resumed and must stay in the
     file (it was counted, then cut as a torn tail, and never measured again: 913 of 914)."""
     path = tmp_path / "j.jsonl"
-    with Journal(path, resume=False, context={}) as j:
+    with Journal(path, resume=False, context={}, from_dict=MOE) as j:
         for i, r in enumerate(ALL):
             j.record("fake", "s", i, CFG, r)
     path.write_bytes(path.read_bytes().rstrip(b"\n"))
-    with Journal(path, resume=True, context={}) as j:
+    with Journal(path, resume=True, context={}, from_dict=MOE) as j:
         assert j.resumed == len(ALL)
         assert j.lookup("fake", "s", len(ALL) - 1, CFG) == ALL[-1]
         j.record("fake", "s", 99, CFG, Ok(1.0))
-    entries = list(read_entries(path))
+    entries = list(read_entries(path, MOE))
     assert len(entries) == len(ALL) + 1
     assert [e.batch for e in entries] == [*range(len(ALL)), 99]
-    with Journal(path, resume=True, context={}) as j:  # and again: nothing lost on a second resume
+    with Journal(path, resume=True, context={}, from_dict=MOE) as j:  # and again: nothing lost on a second resume
         assert j.resumed == len(ALL) + 1
 
 
 def test_torn_last_entry_is_dropped_and_only_it(tmp_path):
     path = tmp_path / "j.jsonl"
-    with Journal(path, resume=False, context={}) as j:
+    with Journal(path, resume=False, context={}, from_dict=MOE) as j:
         for i, r in enumerate(ALL):
             j.record("fake", "s", i, CFG, r)
     data = path.read_bytes()
     path.write_bytes(data[:-2])  # the last line cut before its closing brace
-    with Journal(path, resume=True, context={}) as j:
+    with Journal(path, resume=True, context={}, from_dict=MOE) as j:
         assert j.resumed == len(ALL) - 1 and j.lookup("fake", "s", len(ALL) - 1, CFG) is None
     assert path.read_bytes() == data[:data.rstrip(b"\n").rfind(b"\n") + 1]
 
@@ -189,7 +189,7 @@ def test_out_folder_the_os_refuses_is_one_line_exit_2(cli, tmp_path, monkeypatch
     assert time.monotonic() - start < 5
     monkeypatch.setattr(pathlib.Path, "stat", stat_refusing("locked"))
     with pytest.raises(UsageError, match="cannot read journal .*locked.*Permission denied"):
-        Journal(tmp_path / "locked" / "journal.jsonl", resume=True, context={})
+        Journal(tmp_path / "locked" / "journal.jsonl", resume=True, context={}, from_dict=MOE)
 
 
 def test_journal_that_is_a_fifo_is_refused_without_blocking(tmp_path):
@@ -198,4 +198,4 @@ def test_journal_that_is_a_fifo_is_refused_without_blocking(tmp_path):
     os.mkfifo(tmp_path / "journal.jsonl")
     for resume in (True, False):
         with pytest.raises(UsageError, match="not a regular file"):
-            Journal(tmp_path / "journal.jsonl", resume=resume, context={})
+            Journal(tmp_path / "journal.jsonl", resume=resume, context={}, from_dict=MOE)

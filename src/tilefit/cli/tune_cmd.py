@@ -21,9 +21,14 @@ TUNABLE_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8-block": "fp8", "fp8": "fp
 
 
 def _non_negative_int(text: str) -> int:
-    if not text.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return int(text)
+    """0..MAX_COUNT (0 turns the feature off); digits counted before conversion."""
+    from tilefit.numeric import MAX_COUNT, bounded_int, shown
+
+    try:
+        return bounded_int(text, "value", minimum=0, maximum=MAX_COUNT)
+    except UsageError:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {MAX_COUNT:,}, "
+                                         f"got {shown(str(text))}") from None
 
 
 def _engines(text: str) -> tuple[str, ...]:
