@@ -57,14 +57,17 @@ class Settings:
 
 
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
-    """'0.5.9' -> (0, 5, 9); None or unparsable -> None (the rules then follow the newest wheel read)."""
-    parts = []
-    for p in (version or "").split(".")[:3]:
-        digits = "".join(c for c in p if c.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts) if parts else None
+    """'0.5.9' -> (0, 5, 9); None or unparsable (or a part over 99,999) -> None (the rules then
+    follow the newest wheel read). Parsed by `tilefit.versions`, so digits are bounded."""
+    from tilefit.errors import UsageError
+    from tilefit.versions import parse_version
+
+    if not version:
+        return None
+    try:
+        return parse_version(version, "engine version", "0.5.9")
+    except UsageError:
+        return None
 
 
 def from_launch(spec: object) -> tuple[Parallel, Settings]:
