@@ -81,6 +81,18 @@ def _pools(tmp: str) -> dict[str, tuple[list[str], list[str]]]:
         "context_length": (["4096", "32768"], COUNTS[1]),
         "max_running_requests": (["64", "256"], COUNTS[1]),
         "chunked_prefill": (["8192"], COUNTS[1]),
+        # The engine's launch command after `--` (check, plan, compare), split on spaces.
+        "launch": (["python -m sglang.launch_server --model-path mixtral-8x7b --tp 8",
+                    "python -m sglang.launch_server --model-path glm-5 --tp 8 --ep 8 --mem-fraction-static 0.85",
+                    "vllm serve mixtral-8x7b -tp 8 --enable-expert-parallel --max-model-len 32768",
+                    f"trtllm-serve {tmp} --tp_size 8 --ep_size 8"],
+                   ["python -m sglang.launch_server --model-path glm-5 --tp " + D5000,
+                    "python -m sglang.launch_server --model-path glm-5 --tp 8 --mem-fraction-static nan",
+                    "python -m sglang.launch_server --model-path glm-5 --cuda-graph-bs 1 2 " + D5000,
+                    "vllm serve glm-5 -tp inf", "vllm serve glm-5 --gpu-memory-utilization 1e999",
+                    "trtllm-serve glm-5 --extra_llm_api_options /dev/zero",
+                    f"trtllm-serve glm-5 --extra_llm_api_options {tmp}/binary.log",
+                    "python -m sglang.launch_server", "X=1", "--tp 8", "nonsense --tp 8"]),
     }
 
 
@@ -128,6 +140,7 @@ def _command_line(rng: random.Random, name: str, parser: argparse.ArgumentParser
                if not isinstance(a, argparse._HelpAction) and not set(a.option_strings) & SKIPPED]
     bad = rng.randrange(len(actions)) if mode == "one" and actions else -1
     carried = {rng.choice(group) for group in CARRIED.get(name, [])} if mode != "chaos" else set()
+    tail: list[str] = []
     for i, action in enumerate(actions):
         wanted = action.required if mode != "chaos" or rng.random() < 0.9 else not action.required
         wanted = wanted or bool(carried & set(action.option_strings))
@@ -141,6 +154,9 @@ def _command_line(rng: random.Random, name: str, parser: argparse.ArgumentParser
             value = rng.choice(hostile + HOSTILE if rng.random() < 0.3 else hostile or HOSTILE)
         else:
             value = rng.choice(valid)
+        if action.nargs == argparse.REMAINDER:  # the launch command goes last, after `--`
+            tail = ["--", *value.split(" ")]
+            continue
         if not action.option_strings:  # a positional
             argv.append(value)
         elif value.startswith("-"):
@@ -154,7 +170,7 @@ def _command_line(rng: random.Random, name: str, parser: argparse.ArgumentParser
         argv.append("stray")
     elif mode == "chaos" and r < 0.3 and len(argv) > 2:
         argv.pop()  # an option left without its value
-    return argv
+    return argv + tail
 
 
 def _validate_only(monkeypatch) -> None:
