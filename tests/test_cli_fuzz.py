@@ -213,7 +213,41 @@ def fuzz_inputs(tmp_path, monkeypatch):
     return _pools(str(tmp_path))
 
 
-def test_cli_fuzz_in_process(fuzz_inputs, monkeypatch):
+HEADROOM = 3 * 2**30  # address space a case may add: a reader without bound fails here, not the machine
+
+
+def _vm_size() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+
+
+@pytest.fixture
+def memory_bound():
+    """Cap this process's address space at what it uses now plus HEADROOM for the test, so a case
+    that reads /dev/zero becomes a MemoryError (exit 70, a failure) instead of an OOM kill."""
+    resource = pytest.importorskip("resource")
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    try:
+        limit = _vm_size() + HEADROOM
+    except (OSError, StopIteration):
+        yield
+        return
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _bounded_child() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, resource.getrlimit(resource.RLIMIT_AS)[1]))
+
+
+def test_cli_fuzz_in_process(fuzz_inputs, monkeypatch, memory_bound):
     _validate_only(monkeypatch)
     rng = random.Random(SEED)
     commands = _subcommands()
@@ -246,7 +280,7 @@ def test_cli_fuzz_through_a_process(fuzz_inputs):
         name = rng.choice(names)
         argv = [a for a in _command_line(rng, name, commands[name], fuzz_inputs) if a != "--measure"]
         r = subprocess.run([sys.executable, "-m", "tilefit", *argv], capture_output=True, text=True,
-                           env=env, timeout=120, errors="replace")
+                           env=env, timeout=120, errors="replace", preexec_fn=_bounded_child)
         problem = _verdict(argv, r.returncode, r.stderr)
         if problem:
             failures.append(problem)
