@@ -8,17 +8,29 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tilefit._io import read_small_file
 from tilefit.errors import UsageError
 
 ReadFile = Callable[[str], str]
 
 
+MAX_OPTIONS_BYTES = 4 * 2**20  # an engine's options YAML is a few KiB
+
+
 def _read_disk(path: str) -> str:
+    """The file's text: a regular file under MAX_OPTIONS_BYTES (read_small_file: /dev/zero or a FIFO
+    is refused before any read), UTF-8."""
+    what = "a launch options file (YAML)"
     try:
-        return Path(path).expanduser().read_text(encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"cannot read the options file {path!r} named in the launch command "
-                         f"({e.strerror}): run tilefit where the command runs, or fix the path") from None
+        data = read_small_file(Path(path).expanduser(), limit=MAX_OPTIONS_BYTES, what=what)
+    except UsageError as e:
+        raise UsageError(f"cannot read the options file {path!r} named in the launch command ({e}): "
+                         f"run tilefit where the command runs, or fix the path") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"the options file {path!r} named in the launch command is not text "
+                         f"(expected {what})") from None
 
 
 def read_options(path: str, read_file: ReadFile | None = None) -> dict[str, Any]:
