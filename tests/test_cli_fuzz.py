@@ -318,3 +318,17 @@ def test_tuned_config_files_found_by_the_fuzz(cli, tmp_path, content, needle):
         assert r.code == 2 and r.err.count("\n") == 1 and needle in r.err, r.err
     r = cli("check", "--model", "mixtral-8x7b", "--gpu", "h100", "--engine", "vllm", "--config-dir", "x" * 300)
     assert r.code == 2 and "File name too long" in r.err
+
+
+@pytest.mark.parametrize("options_file, needle", [
+    ("/dev/zero", "is not a regular file"),  # read whole, it took the machine's memory
+    ("binary", "is not text"),  # a UnicodeDecodeError, exit 70
+])
+def test_launch_options_files_found_by_the_fuzz(cli, tmp_path, options_file, needle):
+    if options_file == "binary":
+        options_file = str(tmp_path / "options.yaml")
+        (tmp_path / "options.yaml").write_bytes(bytes(range(256)))
+    start = time.monotonic()
+    r = cli("check", "--gpu", "h100", "--", "trtllm-serve", "glm-5", "--extra_llm_api_options", options_file)
+    assert time.monotonic() - start < 1.0
+    assert r.code == 2 and r.err.count("\n") == 1 and needle in r.err, r.err
