@@ -43,7 +43,7 @@ SAMPLER_BYTES_V08 = 12
 
 
 def sampler_bytes(version: str | None) -> int:
-    parts = [int(p) for p in (version or "").split(".")[:2] if p.isdigit()]
+    parts = [int(p) for p in (version or "").split(".")[:2] if p.isdigit() and len(p) <= 9]
     return SAMPLER_BYTES_V08 if parts and parts[0] == 0 and len(parts) > 1 and parts[1] < 10 else SAMPLER_BYTES_V010
 
 
