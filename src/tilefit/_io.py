@@ -16,6 +16,10 @@ from tilefit.errors import UsageError
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -23,8 +27,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     except OSError as e:
         raise UsageError(f"cannot write {p}: {e.strerror or e}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; these are ordinary shared files

@@ -53,6 +53,12 @@ EXAMPLES: dict[str, tuple[tuple[str, str], ...]] = {
         ("the kernel vLLM will run, at three batch sizes",
          "tilefit tune --model qwen3-30b-a3b --target vllm --batches 1,64,1024"),
     ),
+    "report": (
+        ("the seed deployment: fit maps, tactics, TP vs EP",
+         "tilefit report --model glm-5-nvfp4 --gpu rtx-pro-6000 --gpus 8 --engine sglang -o glm5.html"),
+        ("recorded results: a tune folder and a compare --measure JSON, with PNGs too",
+         "tilefit report --tune glm5-ep8/ --compare compare.json -o h200.html --png figures/"),
+    ),
     "gpus": (
         ("the catalog", "tilefit gpus"),
         ("with the public source of every figure", "tilefit gpus --sources"),

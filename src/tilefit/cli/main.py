@@ -43,12 +43,12 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from tilefit.cli import (catalog_cmds, check_cmd, compare_cmd, diagnose_cmd, examples, fit_cmd, plan_cmd,
-                             tune_cmd)
+                             report_cmd, tune_cmd)
 
     parser = _Parser(prog="tilefit", description="Shared-memory-exact planning and tuning of MoE GEMMs.")
     parser.add_argument("--version", action="version", version=f"tilefit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in (check_cmd, plan_cmd, fit_cmd, compare_cmd, diagnose_cmd, tune_cmd, catalog_cmds):
+    for module in (check_cmd, plan_cmd, fit_cmd, compare_cmd, diagnose_cmd, tune_cmd, report_cmd, catalog_cmds):
         module.register(sub)
     examples.attach(sub)
     return parser
