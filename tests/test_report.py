@@ -243,3 +243,25 @@ def test_committed_examples_open_in_a_browser(tmp_path, example):
     assert len(probe["figures"]) == html.count("<figure ") > 0
     for f in probe["figures"]:
         assert f["width"] > 100 and f["height"] > 100 and f["shapes"] > 10, f
+
+
+def test_memory_stack_is_the_memory_plan(cli):
+    ms = D.memory_stack("glm-5-nvfp4", "rtx-pro-6000", "sglang", [(8, 1), (1, 8)])
+    segments = _artists(F.memory_figure(ms), "memory-")
+    for bar, (tp, ep) in zip(ms.bars, [(8, 1), (1, 8)]):
+        plan = cli("plan", "--model", "glm-5-nvfp4", "--gpu", "rtx-pro-6000", "--tp", str(tp), "--ep", str(ep),
+                   "--memory", "--engine", "sglang", "--json").json()["memory"]
+        expected = {f"weights: {k}": v for k, v in plan["weights_bytes"].items() if v}
+        expected["KV cache pool"] = plan["kv"]["pool_bytes"]
+        expected.update({f"start-up: {k}": v for k, v in plan["startup_bytes"].items() if v})
+        expected.update({f"runtime: {k}": v for k, v in plan["runtime_bytes"].items() if v})
+        drawn = {name: segments[F.gid("memory", ms.title, bar.layout, name)] for name, _ in bar.parts}
+        assert set(drawn) - {"free"} == set(expected)
+        for name, rect in drawn.items():
+            if name != "free":
+                assert rect.get_width() * 2 ** 30 == pytest.approx(expected[name], rel=1e-12)
+        # The stack ends at the GPU's memory when something is free, past it when the plan is short.
+        end = max(r.get_x() + r.get_width() for r in drawn.values()) * 2 ** 30
+        used = sum(expected.values())
+        assert end == pytest.approx(max(used, plan["gpu_memory_bytes"]), rel=1e-12)
+        assert bar.verdict == plan["verdict"]

@@ -17,6 +17,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from tilefit.engines import engine_names
     from tilefit.report import CURVE_BATCHES, DEFAULT_ARCHS
 
     p = sub.add_parser("report", help="an HTML page of figures: fit maps, tactics, tuning, TP vs EP",
@@ -28,8 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu", metavar="NAME", help="the deployment's GPU (see `tilefit gpus`)")
     p.add_argument("--gpus", type=positive_int, metavar="N", help="GPUs the MoE layers span (for TP vs EP)")
     p.add_argument("--layouts", metavar="L,L,...", help="layouts to compare, e.g. tp8,ep8 (default: tpN,epN)")
-    p.add_argument("--engine", choices=("sglang", "vllm", "trtllm"),
-                   help="add `tilefit check`'s verdict for each layout under this engine")
+    p.add_argument("--engine", choices=engine_names(),
+                   help="add `tilefit check`'s verdict for each layout under this engine, and (sglang, "
+                        "vLLM) its per-GPU memory plan")
     p.add_argument("--arch", type=_names, metavar="smXX,...",
                    help="archs for the fit maps (default with a deployment: "
                         f"{','.join(DEFAULT_ARCHS)} and the GPU's own)")

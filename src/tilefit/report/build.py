@@ -129,6 +129,15 @@ def _deployment(req: ReportRequest, model: Any, gpu: Any, summary: list[str]) ->
             f"{gpu.arch.name} limit, grouped by GEMM and epilogue fusion; red bars cannot launch "
             "(the autotuner skips them; `tilefit check` says whether that is fatal and what to set).",),
             ((f"tactics_{gpu.arch.name}_{dtype}", bars),)))
+    from tilefit.memory import engines
+
+    if req.engine in engines():
+        ms = D.memory_stack(req.model, req.gpu, req.engine, layouts)
+        out.append(Section("memory", f"Device memory per GPU: {ms.title}", (
+            f"What each GPU holds under {req.engine}'s memory rules with its default settings: the "
+            "weights by kind, the KV-cache pool its rule allocates, start-up and runtime extras, and "
+            "what is left (`tilefit plan --memory` gives the figures and their basis).",),
+            (("memory", ms),)))
     args = argparse.Namespace(model=req.model, gpu=req.gpu, gpus=gpus, layouts=req.layouts,
                               batch=req.batches, interconnect=None, ep_comm="allreduce", measure=False)
     lc = _layout_curves(compare_data(args), "the performance model")

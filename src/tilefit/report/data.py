@@ -237,3 +237,45 @@ def _crossovers(layouts: Sequence[tuple[str, Sequence[LayoutPoint]]], kind: str,
 
 def merge_names(names: Iterable[str]) -> str:
     return ", ".join(dict.fromkeys(names))
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryBar:
+    layout: str
+    parts: tuple[tuple[str, int], ...]  # (what, bytes per GPU): weights by kind, KV pool, start-up, runtime, free
+    verdict: str
+    kv_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryStack:
+    """Per-GPU device memory by kind for each layout, from the memory plan (tilefit.memory)."""
+
+    title: str
+    engine: str
+    total: int
+    bars: tuple[MemoryBar, ...]
+
+
+def memory_stack(model: str, gpu: str, engine: str, layouts: Sequence[tuple[int, int]]) -> MemoryStack:
+    """The engine's memory plan (its defaults for every setting) for each (tp, ep) layout."""
+    import argparse
+
+    from tilefit.cli.memory_args import memory_request
+    from tilefit.memory import plan_memory
+
+    defaults = argparse.Namespace(mem_fraction=None, context_length=None, max_running_requests=None,
+                                  kv_dtype="auto", chunked_prefill=None, a2a_backend="none")
+    bars, total, title = [], 0, ""
+    for tp, ep in layouts:
+        plan = plan_memory(memory_request(defaults, model, gpu, engine, tp, ep, 1))
+        parts = [(f"weights: {f.kind}", f.bytes) for f in plan.weights if f.bytes]
+        parts.append(("KV cache pool", plan.kv_pool_bytes))
+        parts += [(f"start-up: {f.kind}", f.bytes) for f in plan.pool.startup if f.bytes]
+        parts += [(f"runtime: {f.kind}", f.bytes) for f in plan.pool.runtime if f.bytes]
+        parts.append(("free", max(0, plan.free_bytes)))
+        label = "x".join(f"{k}{v}" for k, v in (("TP", tp), ("EP", ep)) if v > 1) or "TP1"
+        bars.append(MemoryBar(label, tuple(parts), plan.verdict, plan.kv_tokens))
+        total = plan.total
+        title = f"{plan.request.arch.moe.name} on {plan.placement.gpus} x {plan.request.gpu.name}"
+    return MemoryStack(title, engine, total, tuple(bars))

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from tilefit.report.data import EXCEEDS, SOME, FitMap, LayoutCurves, TacticBars, TuneCurve
+from tilefit.report.data import EXCEEDS, SOME, FitMap, LayoutCurves, MemoryStack, TacticBars, TuneCurve
 
 # Colours: one scale for "bytes left under the limit" (greens, darker = more room) and
 # "bytes over it" (reds, darker = further over), so a fit map and a tactic chart read alike.
@@ -229,6 +229,37 @@ def layouts_figure(lc: LayoutCurves) -> Any:
         ax.legend(fontsize=6, loc="upper left")
     axes[0].set_ylabel("one MoE layer, us (busiest GPU)", fontsize=8)
     fig.suptitle(f"TP vs EP: {lc.title}", fontsize=9)
+    return fig
+
+
+def memory_figure(ms: MemoryStack) -> Any:
+    """One horizontal bar per layout: the GPU's memory by kind (weights by kind, KV pool, start-up,
+    runtime, free), against the memory the driver reports."""
+    mpl = _mpl()
+    kinds = list(dict.fromkeys(name for bar in ms.bars for name, _ in bar.parts))
+    palette = mpl.colormaps["tab20"]
+    colour = {k: ("#e8e8e8" if k == "free" else palette(i % 20)) for i, k in enumerate(kinds)}
+    fig = _figure(10, 0.7 * len(ms.bars) + 2.2)
+    ax = fig.subplots()
+    gib = 2 ** 30
+    for y, bar in enumerate(ms.bars):
+        left = 0
+        for name, size in bar.parts:
+            ax.barh(y, size / gib, left=left / gib, color=colour[name], edgecolor="white", linewidth=0.5,
+                    height=0.6, gid=gid("memory", ms.title, bar.layout, name))
+            left += size
+        ax.annotate(f"{bar.verdict}, {bar.kv_tokens:,} KV tokens", (max(left, ms.total) / gib, y), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=7)
+    ax.axvline(ms.total / gib, color="black", linewidth=1, linestyle="--", gid=gid("memory", ms.title, "total"))
+    ax.set_yticks(range(len(ms.bars)), [b.layout for b in ms.bars], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"GiB per GPU (dashed: the {ms.total / gib:,.1f} GiB the driver reports)", fontsize=8)
+    ax.set_xlim(0, ms.total / gib * 1.3)
+    ax.tick_params(labelsize=7)
+    handles = [mpl.patches.Patch(color=colour[k], label=k) for k in kinds]
+    ax.legend(handles=handles, fontsize=6, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.25),
+              frameon=False)
+    fig.suptitle(f"Device memory per GPU, {ms.engine}'s rules and defaults: {ms.title}", fontsize=9)
     return fig
 
 

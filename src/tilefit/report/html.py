@@ -13,7 +13,8 @@ from tilefit.report import data as D
 from tilefit.report import figures as F
 from tilefit.report.build import Report
 
-DRAW = {D.FitMap: F.fit_map_figure, D.TacticBars: F.tactics_figure, D.LayoutCurves: F.layouts_figure}
+DRAW = {D.FitMap: F.fit_map_figure, D.TacticBars: F.tactics_figure, D.LayoutCurves: F.layouts_figure,
+        D.MemoryStack: F.memory_figure}
 
 CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1400px;
