@@ -85,9 +85,9 @@ def build(req: ReportRequest) -> Report:
         lc = _layout_curves(doc, path)
         sections.append(Section(f"layouts-{n}", f"TP vs EP, {doc.get('source', 'predicted')}: {lc.title}",
                                 (*_crossover_lines(lc), f"Source: {path}"), ((f"layouts_{n}", lc),)))
+    files = ", ".join(_name(p) for p in (*req.tune, *req.compare))
     title = req.title or (f"{model.name} on {_gpus(req)} x {gpu.key}" if model and gpu else
-                          "tilefit report: " + ", ".join(_name(p) for p in (*req.tune, *req.compare)) or
-                          "tilefit fit maps")
+                          f"tilefit report: {files}" if files else f"tilefit fit maps: {', '.join(archs)}")
     return Report(title, tuple(summary), tuple(sections))
 
 
