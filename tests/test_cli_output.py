@@ -236,3 +236,20 @@ def test_bar_draws_only_on_a_terminal():
     with Bar("compiling 3 configs", 3, stream=tty) as bar:
         bar.advance(3)
     assert bar.live is True and "compiling 3 configs" in ANSI.sub("", tty.getvalue())
+
+
+def test_a_plain_table_inside_text_wraps_its_last_column_under_itself():
+    text = "\n".join(["headline", "", Table.of(["config", "bytes", "why"], [
+        ("128x256x64", 102400, "needs 102,400 B > 101,376 B on sm120 (over by 1,024 B); largest term: A buffers"),
+        ("64x64x64", 50000, "fits")]).plain(), "", "after the table, a long line of prose " * 3])
+    buf = io.StringIO()
+    show(text, term=Terminal(False, 60), file=buf)
+    lines = buf.getvalue().splitlines()
+    assert max(len(x) for x in lines) <= 60
+    start = lines[3].index("why") if "why" in lines[3] else lines[2].index("why")
+    row = next(i for i, x in enumerate(lines) if x.startswith("128x256x64"))
+    assert lines[row + 1].startswith(" " * start) and lines[row + 1][start] != " "  # under the why column
+    assert lines[row + 2].startswith(" " * start) or lines[row + 2].startswith("64x64x64")
+    def words(t):
+        return [w for w in t.split() if set(w) != {"-"}]
+    assert words(" ".join(lines)) == words(text)  # nothing lost but the rule's length

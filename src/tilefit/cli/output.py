@@ -201,8 +201,17 @@ def _show_rich(blocks: Sequence[Block], term: Terminal, file: TextIO) -> None:
                 t.add_row(*(_styled(c) for c in row))
             console.print(t)
             continue
-        for line in escape_control(block).split("\n"):
-            _print_wrapped(console, line, width)
+        hang = None
+        lines = escape_control(block).split("\n")
+        for i, line in enumerate(lines):
+            if i + 1 < len(lines) and line.strip() and _RULE.match(lines[i + 1]):
+                hang = lines[i + 1].rindex(" -") + 1 if " -" in lines[i + 1] else 0  # a plain table starts
+            elif not line.strip():
+                hang = None
+            if hang is None:
+                _print_wrapped(console, line, width)
+            else:
+                _print_row(console, line, width, hang)
 
 
 def _print_wrapped(console: Any, line: str, width: int) -> None:
@@ -215,6 +224,30 @@ def _print_wrapped(console: Any, line: str, width: int) -> None:
     for piece in rest:
         console.print(_indented(piece, indent + 4), soft_wrap=True)
 
+
+
+# The rule under a plain table's header (`table()`'s output inside a text block).
+_RULE = re.compile(r"^-+(?:  +-+)*$")
+
+
+def _print_row(console: Any, line: str, width: int, hang: int) -> None:
+    """A row of a plain table: its last column (free text) wraps under itself; when the fixed
+    columns alone are wider than the terminal, the row is cut at the edge instead."""
+    if len(line) <= width or _RULE.match(line):  # a rule is cut at the edge
+        console.print(_styled(line[:width]), soft_wrap=True)
+        return
+    if hang > width - 20:
+        console.print(_styled(line[:width - 1] + "\u2026"), soft_wrap=True)
+        return
+    first, *rest = _styled(line[hang:]).wrap(console, width - hang)
+    console.print(_joined(line[:hang], first), soft_wrap=True)
+    for piece in rest:
+        console.print(_indented(piece, hang), soft_wrap=True)
+
+
+def _joined(head: str, tail: Any) -> Any:
+    tail.rstrip()
+    return _styled(head) + tail
 
 
 def _indented(text: Any, spaces: int) -> Any:
