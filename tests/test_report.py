@@ -265,3 +265,10 @@ def test_memory_stack_is_the_memory_plan(cli):
         used = sum(expected.values())
         assert end == pytest.approx(max(used, plan["gpu_memory_bytes"]), rel=1e-12)
         assert bar.verdict == plan["verdict"]
+
+
+def test_paths_the_os_refuses_are_one_line(cli, tmp_path):
+    for args in (["--tune", "x" * 5000], ["--compare", "y" * 5000], ["--arch", "sm120", "-o", str(tmp_path)],
+                 ["--arch", "sm120", "-o", str(tmp_path / ("z" * 300 + ".html"))]):
+        r = cli("report", *args)
+        assert r.code == 2 and r.err.startswith("tilefit: error: ") and r.err.count("\n") == 1, (args, r.err)

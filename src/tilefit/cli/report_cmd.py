@@ -68,8 +68,17 @@ def run(args: argparse.Namespace) -> int:
     report = build(req)
     from tilefit.report.html import render
 
-    html, pngs = render(report, args.png)
-    path = write_text_atomic(args.out, html)
+    import os
+
+    from tilefit.errors import UsageError
+
+    if os.path.isdir(args.out):  # (os.path: False, not an error, for a name the OS refuses)
+        raise UsageError(f"-o {args.out} is a folder; give the HTML file to write, e.g. {args.out}/report.html")
+    try:
+        html, pngs = render(report, args.png)
+        path = write_text_atomic(args.out, html)
+    except OSError as e:  # past the folder checks: a full disk, a name the OS refuses
+        raise UsageError(f"cannot write the report: {e.strerror or e}; choose another -o / --png") from None
     figures = sum(len(s.figures) for s in report.sections)
     if args.json:
         print_json({"html": str(path), "png": [str(p) for p in pngs], "title": report.title,

@@ -169,15 +169,16 @@ def _tune_source(path: str) -> tuple[D.TuneCurve, ...]:
     from tilefit.tune.run import JOURNAL, SUMMARY
 
     p = Path(path)
-    if p.is_dir():
-        if (p / SUMMARY).is_file():
+    if _kind(p) == "dir":
+        if _kind(p / SUMMARY) == "file":
             p = p / SUMMARY
-        elif (p / JOURNAL).is_file():
+        elif _kind(p / JOURNAL) == "file":
             p = p / JOURNAL
         else:
             raise UsageError(f"--tune {path}: no {SUMMARY} or {JOURNAL} in it; give a `tilefit tune --out` folder")
-    if not p.is_file():
-        raise UsageError(f"--tune {path}: no such file or folder")
+    if _kind(p) != "file":
+        raise UsageError(f"--tune {path}: no such file or folder; give a `tilefit tune --out` folder or its "
+                         f"{SUMMARY}")
     if p.suffix == ".jsonl":
         from tilefit.tune.journal import read_entries
 
@@ -192,11 +193,24 @@ def _tune_source(path: str) -> tuple[D.TuneCurve, ...]:
     return curves
 
 
+def _kind(p: Path) -> str | None:
+    """'dir', 'file' (a regular file), or None: missing, something else, or a path the OS refuses
+    (too long, a bad name) — every case a one-line answer for the user, never a traceback."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(p).st_mode
+    except (OSError, ValueError):
+        return None
+    return "dir" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else None
+
+
 def _json(path: str, what: str) -> Any:
+    if _kind(Path(path)) != "file":
+        raise UsageError(f"{path}: no such file; give {what}")
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file; give {what}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UsageError(f"{path}: cannot read it as JSON ({e}); give {what}") from None
 
