@@ -63,13 +63,10 @@ def add_memory_args(p: argparse.ArgumentParser, *, engine: bool) -> None:
 def memory_request(args: argparse.Namespace, model: str, gpu_name: str, engine: str,
                    tp: int, ep: int, dp: int):
     """A MemoryRequest from tilefit's layout flags and the memory flags."""
-    from tilefit.hw.catalog import get_gpu
-    from tilefit.memory import MemoryRequest, Parallel, Settings
-    from tilefit.models.architecture import load_architecture
+    from tilefit.memory import Settings, request_for
 
-    parallel = Parallel.for_engine(engine, tp * ep, ep, dp, args.a2a_backend)
     settings = Settings(mem_fraction=args.mem_fraction, context_length=args.context_length,
                         max_running_requests=args.max_running_requests, kv_dtype=args.kv_dtype,
                         chunked_prefill=args.chunked_prefill)
-    return MemoryRequest(load_architecture(model), get_gpu(gpu_name), engine, parallel, settings,
-                         getattr(args, "engine_version", None))
+    return request_for(model, gpu_name, engine, tp * ep, ep, dp, settings,
+                       getattr(args, "engine_version", None), args.a2a_backend)

@@ -160,6 +160,19 @@ def plan_memory(req: MemoryRequest) -> MemoryPlan:
     return replace(plan, remedies=remedies(plan, rules), notes=notes(plan))
 
 
+def request_for(model: str, gpu: str, engine: str, gpus: int, ep: int = 1, dp: int = 1,
+                settings: Settings | None = None, version: str | None = None,
+                a2a_backend: str = "none") -> MemoryRequest:
+    """A MemoryRequest from names: a model (preset or config.json), a GPU of the catalog, the engine
+    and tilefit's layout (`gpus` GPUs, experts split `ep` ways, attention DP `dp`)."""
+    from tilefit.hw.catalog import get_gpu
+    from tilefit.memory.base import Parallel
+    from tilefit.models.architecture import load_architecture
+
+    parallel = Parallel.for_engine(engine, gpus, ep, dp, a2a_backend)
+    return MemoryRequest(load_architecture(model), get_gpu(gpu), engine, parallel, settings or Settings(), version)
+
+
 def notes(plan: MemoryPlan) -> tuple[str, ...]:
     """What a GO plan should still say: full-length requests that do not all fit at once."""
     s, ctx = plan.settings, plan.settings.context_length

@@ -259,16 +259,11 @@ class MemoryStack:
 
 def memory_stack(model: str, gpu: str, engine: str, layouts: Sequence[tuple[int, int]]) -> MemoryStack:
     """The engine's memory plan (its defaults for every setting) for each (tp, ep) layout."""
-    import argparse
+    from tilefit.memory import plan_memory, request_for
 
-    from tilefit.cli.memory_args import memory_request
-    from tilefit.memory import plan_memory
-
-    defaults = argparse.Namespace(mem_fraction=None, context_length=None, max_running_requests=None,
-                                  kv_dtype="auto", chunked_prefill=None, a2a_backend="none")
     bars, total, title = [], 0, ""
     for tp, ep in layouts:
-        plan = plan_memory(memory_request(defaults, model, gpu, engine, tp, ep, 1))
+        plan = plan_memory(request_for(model, gpu, engine, tp * ep, ep))
         parts = [(f"weights: {f.kind}", f.bytes) for f in plan.weights if f.bytes]
         parts.append(("KV cache pool", plan.kv_pool_bytes))
         parts += [(f"start-up: {f.kind}", f.bytes) for f in plan.pool.startup if f.bytes]
