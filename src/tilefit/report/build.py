@@ -139,7 +139,8 @@ def _deployment(req: ReportRequest, model: Any, gpu: Any, summary: list[str]) ->
             "what is left (`tilefit plan --memory` gives the figures and their basis).",),
             (("memory", ms),)))
     args = argparse.Namespace(model=req.model, gpu=req.gpu, gpus=gpus, layouts=req.layouts,
-                              batch=req.batches, interconnect=None, ep_comm="allreduce", measure=False)
+                              batch=req.batches, interconnect=None, ep_comm="allreduce", measure=False,
+                              engine=None, engine_version=None)  # compare's own kernel rule
     lc = _layout_curves(compare_data(args), "the performance model")
     out.append(Section("layouts", f"TP vs EP, predicted: {lc.title}",
                        (*_crossover_lines(lc), "Model: `tilefit compare` (its assumptions are printed "
@@ -181,8 +182,9 @@ def _tune_source(path: str) -> tuple[D.TuneCurve, ...]:
                          f"{SUMMARY}")
     if p.suffix == ".jsonl":
         from tilefit.tune.journal import read_entries
+        from tilefit.tune.targets.base import MOE_SPACE  # journals tilefit tune writes: triton-moe configs
 
-        curves = D.tune_curves(list(read_entries(p)), _name(path))
+        curves = D.tune_curves(list(read_entries(p, MOE_SPACE.from_dict)), _name(path))
     else:
         try:
             curves = D.tune_curves(_json(str(p), "a tune summary"), _name(path))
