@@ -7,6 +7,7 @@ from typing import Any
 
 from tilefit.diagnose.events import Event
 from tilefit.diagnose.verdict import Diagnosis, FailureClass
+from tilefit.text import table
 
 TEXT_CHARS = 200
 
@@ -55,8 +56,6 @@ def _event(e: Event | None) -> dict[str, Any] | None:
 
 
 def human(d: Diagnosis, source: str | None = None) -> str:
-    from tilefit.cli.output import table
-
     head = f"verdict: {d.verdict}"
     if d.cause:
         head += f" (cause: {d.cause}{'' if d.confirmed else ', the log stops at it'})"
