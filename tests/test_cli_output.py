@@ -78,7 +78,7 @@ def _check_blocks():
     from tilefit.cli.check_cmd import blocks
 
     report = run_check(CheckRequest(model="glm-5-nvfp4", gpu="rtx-pro-6000", engine="sglang", tp=1, ep=8))
-    return blocks(report.as_dict())
+    return blocks(report)
 
 
 def test_terminal_output_wraps_to_the_width_and_colours_verdicts():

@@ -121,7 +121,7 @@ def test_parse_enum_and_element_spellings_agree():
 
 def test_blocklist_format():
     ts = FAMILY.configs(SM120, "nvfp4", flashinfer="0.7.0")
-    doc = json.loads(FAMILY.blocklist([FAMILY.verdict(t, SM120, "nvfp4", "0.7.0") for t in ts], "0.7.0"))
+    doc = json.loads(FAMILY.blocklist([FAMILY.verdict(t, SM120, "nvfp4", "0.7.0") for t in ts], "0.7.0").content)
     assert set(doc) == {"_metadata", "invalid_tactics"}
     assert doc["_metadata"]["flashinfer_version"] == "0.7.0" and doc["_metadata"]["gpu"] == "*"
     g1 = doc["invalid_tactics"]["trtllm::fused_moe::gemm1::MoERunner"]
@@ -131,7 +131,7 @@ def test_blocklist_format():
         ("128x256x128", "finalize", False), ("256x128x128", "finalize", False)}
     with pytest.raises(UsageError, match="0.6.15"):
         FAMILY.blocklist([], "0.6.14")  # the autotuner reads FLASHINFER_TACTICS_BLOCKLIST from 0.6.15
-    assert json.loads(FAMILY.blocklist([], "0.6.15"))["invalid_tactics"] == {}
+    assert json.loads(FAMILY.blocklist([], "0.6.15").content)["invalid_tactics"] == {}
 
 
 def test_sm100_nvfp4_tactics():

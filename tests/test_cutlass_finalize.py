@@ -33,7 +33,7 @@ def test_blocklist_ids_follow_the_profiled_list():
     def ids(ff: bool) -> list[int]:
         ts = FAMILY.configs(SM120, "nvfp4", flashinfer="0.7.4", fused_finalize=ff)
         doc = json.loads(FAMILY.blocklist([FAMILY.verdict(t, SM120, "nvfp4", "0.7.4") for t in ts],
-                                          "0.7.4", gpu_name="NVIDIA RTX PRO 6000 Blackwell"))
+                                          "0.7.4", gpu_name="NVIDIA RTX PRO 6000 Blackwell").content)
         assert doc["_metadata"]["gpu"] == "NVIDIA RTX PRO 6000 Blackwell"
         return doc["invalid_tactics"].get("trtllm::fused_moe::gemm2::MoERunner", [])
     on, off = ids(True), ids(False)

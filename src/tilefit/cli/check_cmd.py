@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tilefit.check.report import DEFAULT_BATCHES
+from tilefit.check.types import DEFAULT_BATCHES
 from tilefit.cli.args import add_json_arg, int_list, positive_int
 from tilefit.cli.launch_args import add_launch_args, deployment, launch_lines
 from tilefit.cli.output import Block, Table, plain, print_json, show
+
+if TYPE_CHECKING:
+    from tilefit.check import CheckReport
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -63,71 +66,60 @@ def _environ(pairs: list[str]) -> tuple[tuple[str, str], ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tilefit.check.report import CheckRequest, run_check
+    from tilefit.check import CheckRequest, run_check
 
     spec = deployment(args)
     environ = dict(_environ(args.env))
     environ.update(spec.environ)  # what the launch command sets wins over this shell
     report = run_check(CheckRequest(
         model=args.model or spec.model, gpu=args.gpu, engine=spec.engine, tp=args.tp, ep=args.ep,
-        dp=args.dp, backend=args.backend, engine_version=args.engine_version, flashinfer=args.flashinfer,
+        dp=args.dp, backend=args.backend, engine_version=args.engine_version,
+        family_options=(("flashinfer", args.flashinfer),) if args.flashinfer else (),
         batches=tuple(args.batch), config_dir=args.config_dir, environ=tuple(sorted(environ.items())),
         layout=spec.layout, flags=tuple(spec.flags().items()) if spec.argv else None))
-    d = report.as_dict()
-    d["launch"] = spec.as_dict()
+    launch = spec.as_dict()
     if args.json:
-        print_json(d)
+        print_json({**report.as_dict(), "launch": launch})
     else:
-        out = blocks(d)
+        out = blocks(report, launch)
         at = 2 if len(out) > 1 and str(out[1]).startswith("    ") else 1
         show(*out[:at], *launch_lines(spec, args.gpus, headline=False), *out[at:])
     return report.exit_code
 
 
-def render(d: dict[str, Any]) -> str:
+def render(report: CheckReport, launch: dict[str, Any] | None = None) -> str:
     """The report as the plain text that pipes and golden files see."""
-    return plain(*blocks(d))
+    return plain(*blocks(report, launch))
 
 
-def blocks(d: dict[str, Any]) -> list[Block]:
+def blocks(report: CheckReport, launch: dict[str, Any] | None = None) -> list[Block]:
     """A short headline (verdict, deployment, the worst finding on the line below), then the detail."""
-    m, g, lay, b = d["model"], d["gpu"], d["layout"], d["backend"]
-    findings = d["findings"]
-    order = {"fatal": 0, "warning": 1, "info": 2}
-    worst = sorted((f for f in findings if f["severity"] != "info"), key=lambda f: order[f["severity"]])
-    version = d["engine"]["version"]
-    engine = (f"{d['engine']['name']} {version}" if not version.startswith("not given")
-              else f"{d['engine']['name']} (version not given: worst case)")
+    m, g, lay, b = report.model, report.gpu, report.layout, report.backend
+    findings = report.ordered()
+    worst = [f for f in findings if f.severity != "info"]
+    engine = (f"{report.engine} {report.engine_version}" if report.engine_version
+              else f"{report.engine} (version not given: worst case)")
     # The GPUs the engine's command uses (replicas and pipeline stages included) and its layout.
-    launch = d.get("launch") or {}
-    gpus = launch.get("gpus", lay["gpus"])
-    label = lay["label"] + (f", attention DP{lay['dp']}" if lay.get("dp", 1) > 1 else "")
-    if gpus != lay["gpus"]:
-        label += f" per replica of {lay['gpus']} GPUs"
-    out: list[Block] = [f"{d['verdict']}: {m['name']} on {gpus} x {g['key']} ({g['arch']}), "
-                        f"{label}, {engine}"]
+    gpus = (launch or {}).get("gpus", lay.gpus)
+    label = lay.label() + (f", attention DP{lay.dp}" if lay.dp > 1 else "")
+    if gpus != lay.gpus:
+        label += f" per replica of {lay.gpus} GPUs"
+    out: list[Block] = [f"{report.verdict}: {m.name} on {gpus} x {g.key} ({g.arch.name}), {label}, {engine}"]
     if worst:
-        out.append(f"    {worst[0]['title']}" + (f" (+{len(worst) - 1} more below)" if len(worst) > 1 else ""))
+        out.append(f"    {worst[0].title}" + (f" (+{len(worst) - 1} more below)" if len(worst) > 1 else ""))
     out.append("")
-    lines = [f"GPU: {g['name']}",
-             f"MoE kernel: {b['family']} {b['family_dtype']} ({b['engine_backend']}; selected by "
-             f"{b['selector']})"]
-    ck = d["checked"]
-    if ck.get("family") == "flashinfer-cutlass":
-        lines.append(f"checked: {ck['tactics']} tactics of FlashInfer {ck['flashinfer']}: {ck['fit']} fit, "
-                     f"{ck['fail']} cannot launch")
-    else:
-        lines.append(f"checked: {ck['configs']} configs from {ck['config_source']} (E={ck['E']}, N={ck['N']}): "
-                     f"{ck['fit']} fit, {ck['fail']} cannot launch")
-    out += [*lines, "", Table.of(["gemm", "groups", "N", "K"],
-                                 [(x["name"], x["groups"], x["n"], x["k"]) for x in d["gemms"]], "lrrr"), ""]
-    for f in sorted(findings, key=lambda f: order[f["severity"]]):
-        lines = [f"[{f['severity'].upper()}] {f['title']}"]
-        lines += [f"    {x}" for x in f["details"]]
-        for r in f["remedies"]:
-            setting = r.get("setting", "")
-            lines.append(f"    fix ({r.get('kind', '')}): {r['text']}")
-            if setting:
-                lines += [f"        {s}" for s in setting.splitlines()]
+    lines = [f"GPU: {g.name}",
+             f"MoE kernel: {b.family} {b.family_dtype} ({b.engine_backend}; selected by {b.selector})"]
+    if report.checked is not None:
+        lines.append(report.checked.line())
+    out += [*lines, "", Table.of(["gemm", "groups", "N", "K"], [(x.name, x.groups, x.n, x.k) for x in report.gemms],
+                                 "lrrr"), ""]
+    for f in findings:
+        lines = [f"[{f.severity.upper()}] {f.title}"]
+        lines += [f"    {x}" for x in f.details]
+        for r in f.remedies:
+            lines.append(f"    fix ({r.kind}): {r.text}")
+            if r.setting:
+                lines += [f"        {s}" for s in r.setting.splitlines()]
         out += ["\n".join(lines), ""]
     return out[:-1]

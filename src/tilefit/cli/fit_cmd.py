@@ -85,34 +85,37 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{family.name} does not support dtype {dtype!r} on {arch.name}; "
                          f"choose from {', '.join(supported)}")
     options = _options(args)
-    unknown = [o for o in options if o not in getattr(family, "options", ())]
+    unknown = [o for o in options if o not in family.options]
     if unknown:
         from tilefit.kernels.registry import FAMILIES
 
-        takers = [n for n in FAMILIES if unknown[0] in getattr(get_family(n), "options", ())]
+        takers = [n for n in FAMILIES if unknown[0] in get_family(n).options]
         raise UsageError(f"--{'/--'.join(unknown)} applies to --family {' or '.join(takers)} only")
     if args.config:
         configs = []
         for text in args.config:
             config = family.parse_config(text, dtype, arch=arch, **options)
             # A family may map one spelling to several catalogued configs (CUTLASS: a bare tile).
-            expand = getattr(family, "expand", None)
-            configs += (expand(text, config, arch, dtype, **options) if expand else []) or [config]
+            configs += family.expand(text, config, arch, dtype, **options) or [config]
     else:
         configs = list(family.configs(arch, dtype, **options))
-    verdicts = [family.verdict(c, arch, dtype, **options) for c in configs]
-    note = getattr(family, "note", None)
-    if note is not None and (text := note(**options)):
-        info(f"tilefit: note: {text}")
+    judged = family.judge(configs, arch, dtype, gpu_name=gpu.name if gpu else None, **options)
+    verdicts = list(judged.verdicts)
+    if judged.note:
+        info(f"tilefit: note: {judged.note}")
 
     if args.emit_blocklist:
-        if not hasattr(family, "blocklist"):
-            raise UsageError(f"{family.name} has no engine blocklist; --emit-blocklist applies to "
-                             f"flashinfer-cutlass")
-        print(family.blocklist(verdicts, gpu_name=gpu.name if gpu else None))
+        if judged.blocklist is None:
+            from tilefit.kernels.registry import FAMILIES
+
+            takers = [n for n in FAMILIES if get_family(n).blocklist([]) is not None]
+            raise UsageError(judged.no_blocklist or f"{family.name} has no engine blocklist; --emit-blocklist "
+                             f"applies to {' or '.join(takers)}")
+        print(judged.blocklist.content)
         return 0
 
-    grouped = hasattr(family, "tile") and not (args.all or args.config or args.json or args.verify)
+    grouped = bool(verdicts) and family.tile(verdicts[0].config) is not None \
+        and not (args.all or args.config or args.json or args.verify)
     shown = verdicts if (args.all or args.config or args.json or len(verdicts) <= SHOW_LIMIT) \
         else [v for v in verdicts if not v.fits][:SHOW_LIMIT]
     rows = [_row(v, dtype, gpu) for v in shown]
@@ -169,9 +172,7 @@ def _headline(family: Any, arch: Any, gpu: Any, dtype: str, verdicts: list) -> l
     fits = sum(v.fits for v in verdicts)
     lines = [f"{family.name} {dtype} on {target}: limit {arch.smem_per_block_optin:,} B per block; "
              f"{len(verdicts)} config(s), {fits} fit, {len(verdicts) - fits} do not"]
-    if hasattr(family, "summary"):
-        lines += family.summary(verdicts)
-    return lines
+    return lines + family.summary(verdicts)
 
 
 def tile_rows(family: Any, verdicts: list) -> list[tuple[Any, ...]]:

@@ -148,6 +148,14 @@ def read_config_file(path: str | os.PathLike[str]) -> tuple[str | None, dict[int
     return parse_config_content(data, str(p))
 
 
+def read_tuned_configs(path: str | os.PathLike[str]) -> tuple[str | None, dict[int, Any]]:
+    """(triton_version, {batch: the triton-moe family's config}) from a tuned file, batches ascending."""
+    from tilefit.kernels.triton_moe.config import MoEConfig
+
+    version, per_batch = read_config_file(path)
+    return version, {b: MoEConfig.from_dict(c) for b, c in sorted(per_batch.items())}
+
+
 def nearest_batch(keys: list[int] | tuple[int, ...], batch: int) -> int:
     """The engines' lookup: the key with the smallest |key - batch|; on a tie the earlier key in
     file order (ascending in files we write) wins, as Python's min() does in their loaders."""

@@ -66,6 +66,11 @@ class GPU:
         """
         return self.memory_mib * 2**20 if self.memory_mib else int(self.memory_gb * 10**9)
 
+    def as_dict(self) -> dict[str, object]:
+        """The GPU as output (JSON and reports): every command writes it through here."""
+        return {"key": self.key, "name": self.name, "arch": self.arch.name, "sm_count": self.sm_count,
+                "memory_gb": self.memory_gb, "smem_limit_bytes": self.arch.smem_per_block_optin}
+
     def peak_tflops(self, dtype: str) -> float | None:
         """Dense tensor-core peak for `dtype`, or None where the part has no such path."""
         return dict(self.tflops).get(dtype)

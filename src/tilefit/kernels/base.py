@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 
 
@@ -99,35 +100,140 @@ def judge(config: Any, arch: Arch, footprint: SmemFootprint) -> FitVerdict:
     )
 
 
-class KernelFamily(Protocol):
-    """What every kernel family module provides (as module-level functions or an object).
+@dataclass(frozen=True, slots=True)
+class Blocklist:
+    """A file the engine reads to skip configs: its content, the variable that names it, and a
+    caveat for people (e.g. ids that hold for one library version only)."""
 
-    Optional extras the CLI uses when present: `verify(configs, arch, dtype)` (the live oracle),
-    `summary(verdicts)` (extra human lines), `blocklist(verdicts)` (an engine's skip list) and
-    `expand(text, config, arch, dtype)` (the catalogued configs one CLI spelling stands for) and
-    `note(**options)` (a caveat about the options given, or None) and `tile(config)` ((tile label,
-    pipeline depth), so that `fit` can show one row per tile at its deepest fitting depth).
+    env: str
+    content: str
+    note: str = ""
+
+
+# How an engine chooses the configs of a family at warmup (KernelFamily.picked_by).
+AUTOTUNER = "autotuner"  # it profiles every config the family lists and skips those that fail
+ENGINE = "engine"  # it launches the config it picked (a tuned file, else its default)
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    """A family's verdicts on a set of configs, with what people read about them: the family's
+    summary lines, the source of the configs (e.g. which library version's list), a caveat, and
+    the blocklist that makes the engine skip the failing ones where the family has one
+    (None, with `no_blocklist` saying why when the family has one but this version reads none)."""
+
+    family: str
+    arch: Arch
+    dtype: str
+    verdicts: tuple[FitVerdict, ...]
+    summary: tuple[str, ...]
+    source: str
+    note: str | None = None
+    blocklist: Blocklist | None = None
+    no_blocklist: str = ""
+
+    @property
+    def failing(self) -> tuple[FitVerdict, ...]:
+        return tuple(v for v in self.verdicts if not v.fits)
+
+    def count(self, status: str) -> int:
+        return sum(1 for v in self.verdicts if v.status == status)
+
+    def lines(self) -> list[str]:
+        return list(self.summary) + ([self.note] if self.note else [])
+
+
+@runtime_checkable
+class KernelFamily(Protocol):
+    """What every kernel family answers; fit, check, tune and diagnose talk only to this.
+
+    `options` names the family-specific keyword options (CLI flags) its methods accept; methods
+    take them as **options and ignore the ones that do not concern them.
     """
 
     name: str
+    options: tuple[str, ...]
+    picked_by: str  # AUTOTUNER or ENGINE: how an engine chooses this family's configs at warmup
 
     def dtypes(self, arch: Arch) -> Sequence[str]:
         """Data types this family supports on `arch`."""
+        ...
 
     def configs(self, arch: Arch, dtype: str, **options: Any) -> Sequence[Any]:
-        """The config space an engine would try on `arch` for `dtype`."""
+        """The config space an engine would try on `arch` for `dtype` (`fused_finalize=False`
+        leaves out configs with a fused finalize epilogue, where the family has them)."""
+        ...
 
-    def parse_config(self, text: str, dtype: str) -> Any:
+    def parse_config(self, text: str, dtype: str, **options: Any) -> Any:
         """A config from its CLI spelling; raises UsageError on bad input."""
+        ...
 
-    def footprint(self, config: Any, arch: Arch, dtype: str) -> SmemFootprint:
+    def expand(self, text: str, config: Any, arch: Arch, dtype: str, **options: Any) -> list[Any]:
+        """The catalogued configs one CLI spelling stands for ([config] when it is exact)."""
+        ...
+
+    def footprint(self, config: Any, arch: Arch, dtype: str, **options: Any) -> SmemFootprint:
         """Shared memory `config` needs on `arch`, from the model (fast, no compiler)."""
+        ...
 
-    def verdict(self, config: Any, arch: Arch, dtype: str) -> FitVerdict:
+    def verdict(self, config: Any, arch: Arch, dtype: str, **options: Any) -> FitVerdict:
         """Fits / exceeds / no dispatch, with the reason."""
+        ...
+
+    def judge(self, configs: Sequence[Any], arch: Arch, dtype: str, **options: Any) -> Judgement:
+        """Verdicts on `configs` with the summary, source, caveat and blocklist (see `judgement`)."""
+        ...
+
+    def group(self, config: Any) -> str:
+        """The autotuned operation a config belongs to (e.g. 'gemm2'), '' when there is one list."""
+        ...
+
+    def extrapolated(self, config: Any, dtype: str) -> bool:
+        """Whether the footprint model was fitted without this config (its bytes are a formula)."""
+        ...
+
+    def tile(self, config: Any) -> tuple[str, int] | None:
+        """(tile, pipeline depth) when shared memory grows with these two only, so that `fit` can
+        show one row per tile at its deepest fitting depth; None otherwise."""
+        ...
 
     def default_config(self, arch: Arch, dtype: str, **shape: Any) -> Any:
         """The config an engine uses when it has no tuned one."""
+        ...
+
+    def verify(self, configs: Sequence[Any], arch: Arch, dtype: str, **options: Any) -> list[OracleCheck]:
+        """Compile `configs` with the family's oracle and compare with the model."""
+        ...
+
+    def summary(self, verdicts: Sequence[FitVerdict]) -> list[str]:
+        """Lines for people about a set of verdicts."""
+        ...
+
+    def blocklist(self, verdicts: Sequence[FitVerdict], **options: Any) -> Blocklist | None:
+        """What the engine reads to skip the failing configs among `verdicts`, None when the family
+        has no such list; a UsageError when this version of the library cannot read one."""
+        ...
+
+    def source(self, **options: Any) -> str:
+        """Where the configs come from, for people (e.g. 'FlashInfer 0.7.4'); '' when obvious."""
+        ...
+
+    def note(self, **options: Any) -> str | None:
+        """A caveat about the options given (e.g. a version not catalogued), or None."""
+        ...
+
+
+def judgement(family: KernelFamily, configs: Sequence[Any], arch: Arch, dtype: str,
+              **options: Any) -> Judgement:
+    """The protocol's `judge`, written once: every family's `judge` returns this."""
+    verdicts = tuple(family.verdict(c, arch, dtype, **options) for c in configs)
+    failing = [v for v in verdicts if not v.fits]
+    try:
+        blocklist, why = family.blocklist(failing, **options), ""
+    except UsageError as e:  # the family has a blocklist, this library version reads none
+        blocklist, why = None, str(e)
+    return Judgement(family.name, arch, dtype, verdicts, tuple(family.summary(verdicts)),
+                     family.source(**options), family.note(**options), blocklist, why)
 
 
 @dataclass(frozen=True, slots=True)

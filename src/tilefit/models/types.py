@@ -74,3 +74,11 @@ class MoEModel:
     @property
     def weight_dtype(self) -> str:
         return self.weights.name
+
+    def as_dict(self) -> dict[str, object]:
+        """The model as output (JSON and reports): every command writes it through here."""
+        return {"name": self.name, "hidden_size": self.hidden_size, "expert_width": self.expert_width,
+                "num_experts": self.num_experts, "top_k": self.top_k, "moe_layers": self.moe_layers,
+                "num_layers": self.num_layers, "shared_experts": self.shared_experts,
+                "shared_expert_width": self.shared_expert_width, "weight_dtype": self.weight_dtype,
+                "source": self.source}

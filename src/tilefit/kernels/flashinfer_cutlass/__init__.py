@@ -15,8 +15,8 @@ from typing import Any
 
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
-from tilefit.kernels.base import (EXCEEDS_SMEM, FITS, NO_DISPATCH, UNSUPPORTED, FitVerdict, OracleCheck,
-                                  SmemFootprint, judge)
+from tilefit.kernels.base import (AUTOTUNER, EXCEEDS_SMEM, FITS, NO_DISPATCH, UNSUPPORTED, Blocklist,
+                                  FitVerdict, Judgement, OracleCheck, SmemFootprint, judge, judgement)
 from tilefit.kernels.flashinfer_cutlass import catalog, smem
 from tilefit.kernels.flashinfer_cutlass.catalog import Tactic
 from tilefit.numeric import bounded_int
@@ -40,6 +40,8 @@ class FlashInferCutlassFamily:
 
     name = "flashinfer-cutlass"
     options = ("flashinfer", "gemm", "fused_finalize")  # the family-specific options it accepts
+    # FlashInfer's (and TensorRT-LLM's) autotuner profiles every tactic at warmup and skips failures.
+    picked_by = AUTOTUNER
 
     def dtypes(self, arch: Arch) -> Sequence[str]:
         return catalog.dtypes_for(arch.name)
@@ -54,6 +56,22 @@ class FlashInferCutlassFamily:
         tactic's footprint do not depend on the GEMM's sizes.
         """
         return catalog.tactics(arch.name, dtype, flashinfer, gemm, fused_finalize)
+
+    def judge(self, configs: Sequence[Tactic], arch: Arch, dtype: str, **options: Any) -> Judgement:
+        return judgement(self, configs, arch, dtype, **options)
+
+    def group(self, config: Tactic) -> str:
+        return config.gemm or ""  # FlashInfer tunes gemm1 and gemm2 as two operations
+
+    def extrapolated(self, config: Tactic, dtype: str) -> bool:
+        return False  # every catalogued tactic's footprint was checked against the compiler
+
+    def tile(self, config: Tactic) -> tuple[str, int] | None:
+        return None  # a tactic's footprint also depends on its epilogue and swap-AB: one row each
+
+    def source(self, flashinfer: str | None = None, **_options: Any) -> str:
+        return f"FlashInfer {flashinfer}" if flashinfer else \
+            f"FlashInfer {catalog.latest_version()} (the newest catalogued)"
 
     def parse_config(self, text: str, dtype: str, arch: Arch | None = None, flashinfer: str | None = None,
                      gemm: str | None = None, **_options: Any) -> Tactic:
@@ -205,7 +223,7 @@ class FlashInferCutlassFamily:
                 if c == (config if config.gemm else dataclasses.replace(config, gemm=c.gemm))]
 
     def blocklist(self, verdicts: Iterable[FitVerdict], flashinfer: str | None = None,
-                  gpu_name: str | None = None, **_options: Any) -> str:
+                  gpu_name: str | None = None, **_options: Any) -> Blocklist:
         """JSON for FLASHINFER_TACTICS_BLOCKLIST (a file path): every tactic predicted not to launch.
 
         Format (flashinfer/autotuner, FlashInfer >= 0.6.15): {"invalid_tactics":
@@ -231,9 +249,13 @@ class FlashInferCutlassFamily:
                 invalid.setdefault(BLOCKLIST_KEYS[t.gemm], []).append(t.tactic_id)
         meta = {key: "*" for key in METADATA_KEYS}
         meta.update(flashinfer_version=version, gpu=gpu_name or "*")
-        return json.dumps({"_metadata": meta,
-                           "invalid_tactics": {k: sorted(ids) for k, ids in sorted(invalid.items())}},
-                          indent=2)
+        content = json.dumps({"_metadata": meta,
+                              "invalid_tactics": {k: sorted(ids) for k, ids in sorted(invalid.items())}},
+                             indent=2)
+        return Blocklist(BLOCKLIST_ENV, content,
+                         f"tactic ids of {self.source(flashinfer=flashinfer)}: "
+                         f"ids move between versions, so pass --flashinfer with the version the engine "
+                         f"has installed")
 
     def note(self, flashinfer: str | None = None, **_options: Any) -> str | None:
         """A caveat about the FlashInfer version asked for (e.g. not catalogued), or None."""

@@ -12,7 +12,8 @@ from typing import Any
 
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
-from tilefit.kernels.base import FitVerdict, OracleCheck, SmemFootprint, UNSUPPORTED, judge
+from tilefit.kernels.base import (
+    ENGINE, Blocklist, FitVerdict, Judgement, OracleCheck, SmemFootprint, UNSUPPORTED, judge, judgement)
 from tilefit.kernels.triton_moe import config as _config
 from tilefit.kernels.triton_moe import smem
 from tilefit.kernels.triton_moe.config import MoEConfig
@@ -25,6 +26,9 @@ class TritonMoEFamily:
     """The kernel-family protocol for our Triton fused-MoE grouped GEMM."""
 
     name = "triton-moe"
+    options: tuple[str, ...] = ()
+    # vLLM and SGLang launch the config their tuned file (else their default) gives: no autotuner.
+    picked_by = ENGINE
 
     def dtypes(self, arch: Arch) -> Sequence[str]:
         return ("bf16", "fp16", "fp8") if arch.cc >= _FP8_MIN_CC else ("bf16", "fp16")
@@ -43,10 +47,31 @@ class TritonMoEFamily:
     def parse_config(self, text: str, dtype: str = "bf16", **_: Any) -> MoEConfig:
         return _config.parse_config(text, dtype)
 
-    def footprint(self, config: MoEConfig, arch: Arch, dtype: str) -> SmemFootprint:
+    def expand(self, text: str, config: MoEConfig, arch: Arch, dtype: str, **_: Any) -> list[MoEConfig]:
+        return [config]  # a spelling names exactly one config
+
+    def judge(self, configs: Sequence[MoEConfig], arch: Arch, dtype: str, **options: Any) -> Judgement:
+        return judgement(self, configs, arch, dtype, **options)
+
+    def group(self, config: MoEConfig) -> str:
+        return ""  # one config serves both GEMMs
+
+    def extrapolated(self, config: MoEConfig, dtype: str) -> bool:
+        return not _config.in_grid(config, dtype)
+
+    def blocklist(self, verdicts: Sequence[FitVerdict], **_: Any) -> Blocklist | None:
+        return None  # the engines read no skip list for the Triton kernel: a config either launches or not
+
+    def source(self, **_: Any) -> str:
+        return ""
+
+    def note(self, **_: Any) -> str | None:
+        return None
+
+    def footprint(self, config: MoEConfig, arch: Arch, dtype: str, **_: Any) -> SmemFootprint:
         return smem.footprint(config, arch, self._dtype(arch, dtype))
 
-    def verdict(self, config: MoEConfig, arch: Arch, dtype: str) -> FitVerdict:
+    def verdict(self, config: MoEConfig, arch: Arch, dtype: str, **_: Any) -> FitVerdict:
         d = _config.canonical_dtype(dtype)
         if d not in self.dtypes(arch):
             return FitVerdict(config, arch, None, UNSUPPORTED,
