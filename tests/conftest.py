@@ -76,17 +76,23 @@ def cli():
     return run
 
 
-@pytest.fixture
-def update_golden() -> bool:
-    return os.environ.get("TILEFIT_UPDATE_GOLDEN") == "1"
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/* from the current output (also TILEFIT_UPDATE_GOLDEN=1)")
+
+
+def pytest_configure(config):
+    if config.getoption("--update-golden"):
+        os.environ["TILEFIT_UPDATE_GOLDEN"] = "1"  # check_golden reads this, in any import of conftest
 
 
 def check_golden(name: str, text: str) -> None:
-    """Compare `text` with tests/golden/<name>; TILEFIT_UPDATE_GOLDEN=1 rewrites it."""
+    """Compare `text` with tests/golden/<name>. A missing golden file is a failure everywhere;
+    `pytest --update-golden` (or TILEFIT_UPDATE_GOLDEN=1) writes it, and rewrites a changed one."""
     path = GOLDEN / name
-    if os.environ.get("TILEFIT_UPDATE_GOLDEN") == "1" or not path.exists():
-        if os.environ.get("CI"):
-            assert path.exists(), f"golden file {path} is missing"
+    if os.environ.get("TILEFIT_UPDATE_GOLDEN") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), f"output differs from {path} (TILEFIT_UPDATE_GOLDEN=1 to accept)"
+    assert path.exists(), f"golden file {path} is missing: run pytest --update-golden to write it, then review it"
+    assert text == path.read_text(encoding="utf-8"), \
+        f"output differs from {path} (pytest --update-golden to accept, then review the diff)"
