@@ -34,7 +34,7 @@ from tilefit.kernels.triton_moe.ops import (dequantize, fused_moe, grouped_gemm,
                                             reference_moe)
 
 DEV = "cuda"
-H, I_FULL, E_ALL, TOPK = 6144, 2048, 256, 8  # GLM-5 (FACTS.md section 2)
+H, I_FULL, E_ALL, TOPK = 6144, 2048, 256, 8  # GLM-5 (zai-org/GLM-5 config.json)
 # name -> (local experts, gemm1 N, gemm1 K, gemm2 N, gemm2 K)
 SHAPES = {"EP8": (32, 2 * I_FULL, H, H, I_FULL), "TP8": (256, 2 * I_FULL // 8, H, H, I_FULL // 8)}
 BATCHES = (1, 16, 64, 256, 1024, 4096)

@@ -22,7 +22,7 @@ def test_triton_json_rows_have_the_documented_keys(cli):
                                       "num_warps", "num_stages"}
     assert all(r["source"] == "model" and r["limit_bytes"] == 232448 and r["fits"] == (r["smem_bytes"] <= 232448)
                for r in rows)
-    assert sum(not r["fits"] for r in rows) == 616  # FACTS section 4: 616 of 1920 fail on the H200
+    assert sum(not r["fits"] for r in rows) == 616  # measured on an H200 (benchmarks/RESULTS.md): 616 of 1920 fail
 
 
 def test_triton_single_config_that_does_not_fit_exits_1(cli):
@@ -94,7 +94,7 @@ def test_sm120_nvfp4_tactic_list_golden(cli):
 
 
 def test_a_bare_cutlass_tile_stands_for_all_its_tactics(cli):
-    # FACTS section 3's row for 128x256x128: gemm1 98,304; FINALIZE 102,400 (over); FINALIZE+swap-AB 74,752.
+    # sizeof(SharedStorage) compiled with nvcc 13.0 + CUTLASS for 128x256x128 (cutlass#3144): gemm1 98,304; FINALIZE 102,400 (over); FINALIZE+swap-AB 74,752.
     rows = cli("fit", "--family", "flashinfer-cutlass", "--arch", "sm120", "--config", "128x256x128", "--json").json()
     by = {(r["config"]["gemm"], r["config"]["fusion"], r["config"]["swap_ab"]): r["smem_bytes"] for r in rows}
     assert by[("gemm1", "none", False)] == 98304

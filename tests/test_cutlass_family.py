@@ -1,4 +1,4 @@
-"""FlashInfer CUTLASS MoE family: FACTS section 3, the 60 SM120 NVFP4 tactics, bad input, blocklist."""
+"""FlashInfer CUTLASS MoE family: sizeof(SharedStorage) as nvcc + CUTLASS compile it, the 60 SM120 NVFP4 tactics, bad input, blocklist."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from tilefit.kernels.flashinfer_cutlass import FAMILY
 SM120 = get_arch("sm120")
 SM90 = get_arch("sm90")
 
-# FACTS.md section 3: (tile in elements, variant) -> (stages, sizeof(SharedStorage)), SM120 NVFP4.
-FACTS_TABLE = {
+# nvcc 13.0 + CUTLASS (FlashInfer's pin), launcher types: (tile in elements, variant) -> (stages, sizeof(SharedStorage)), SM120 NVFP4.
+COMPILED = {
     ("128x128x128", "gemm1"): (4, 89_088), ("128x128x128", "fin"): (4, 93_184), ("128x128x128", "fin+swap"): (4, 93_184),
     ("128x128x256", "gemm1"): (2, 89_088), ("128x128x256", "fin"): (2, 93_184), ("128x128x256", "fin+swap"): (2, 93_184),
     ("128x256x128", "gemm1"): (3, 98_304), ("128x256x128", "fin"): (3, 102_400), ("128x256x128", "fin+swap"): (2, 74_752),
@@ -27,9 +27,9 @@ VARIANT_TEXT = {"gemm1": "gemm1", "fin": "finalize", "fin+swap": "finalize swap-
 
 
 @pytest.mark.parametrize("version", ["0.7.0", "0.7.4"])
-@pytest.mark.parametrize(("tile", "variant"), sorted(FACTS_TABLE))
+@pytest.mark.parametrize(("tile", "variant"), sorted(COMPILED))
 def test_facts_section3_rows(tile, variant, version):
-    stages, total = FACTS_TABLE[(tile, variant)]
+    stages, total = COMPILED[(tile, variant)]
     t = FAMILY.parse_config(f"{tile} {VARIANT_TEXT[variant]}", "nvfp4", SM120)
     fp = FAMILY.footprint(t, SM120, "nvfp4", flashinfer=version)
     assert (fp.stages, fp.total) == (stages, total)

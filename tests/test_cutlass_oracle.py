@@ -48,7 +48,7 @@ def _toolchain_or_skip():
 
 @pytest.mark.slow
 def test_live_oracle_agrees_with_model(tmp_path, monkeypatch):
-    """Compiles two SM120 NVFP4 rows of FACTS section 3 (one over the limit, one exactly at it)."""
+    """Compiles two SM120 NVFP4 rows of the compiled SharedStorage table (tests/test_cutlass_family.py) (one over the limit, one exactly at it)."""
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))  # before settings are first read
     tc = _toolchain_or_skip()
     sm120 = get_arch("sm120")

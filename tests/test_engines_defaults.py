@@ -96,7 +96,7 @@ def _pipelined_bytes(c, elem_bytes):
 
 
 def test_which_engine_default_cannot_launch_on_sm120():
-    limit = SM120.smem_per_block_optin  # 101,376 B (FACTS.md section 1)
+    limit = SM120.smem_per_block_optin  # 101,376 B (CUDA Programming Guide, compute capability 12.0)
     # The real case: SGLang < 0.5.15 with a per-tensor FP8 MoE model (e.g. an FP8-Dynamic
     # checkpoint) on an RTX 5090 / RTX PRO 6000 at M > E picks 128x256x128, 4 stages:
     # (4 - 1) * (128 + 256) * 128 * 1 B = 147,456 B > 101,376 B -> OutOfResources at the first

@@ -1,4 +1,4 @@
-"""GPU and arch catalog: limits from FACTS.md section 1, lookups by every spelling, clear errors."""
+"""GPU and arch catalog: limits from the CUDA Programming Guide and CUTLASS arch.h, lookups by every spelling, clear errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Model catalog and config.json loader: presets match FACTS.md section 2, the loader follows the
+"""Model catalog and config.json loader: presets match the public config.json files, the loader follows the
 documented field-name rules across families, and bad files fail with one clear message."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tilefit.models.loader import from_config
 
 CONFIGS = FIXTURES / "configs"
 
-# (preset, H, I, E, top-k, MoE layers, layers, shared width, dtype) as FACTS.md section 2 lists them
+# (preset, H, I, E, top-k, MoE layers, layers, shared width, dtype) as the public config.json files give them
 PRESETS = [
     ("glm-5", 6144, 2048, 256, 8, 75, 78, 2048, "bf16"),
     ("glm-5-fp8", 6144, 2048, 256, 8, 75, 78, 2048, "fp8-block"),

@@ -15,7 +15,7 @@ from tilefit.tune.targets.base import MOE_SPACE, TuneShape
 from tilefit.tune.targets.fake import FakeTarget
 from tilefit.tune.targets.replay import ReplayTarget, record
 
-# GLM-5 per-GPU shapes (FACTS.md section 2): EP8 gemm1 and TP8 gemm2.
+# GLM-5 per-GPU shapes (zai-org/GLM-5 config.json): EP8 gemm1 and TP8 gemm2.
 EP8 = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
 TP8 = TuneShape("gemm2", 256, 6144, 256, 8, "bf16", 256)
 BATCHES = [1, 16, 256, 4096]

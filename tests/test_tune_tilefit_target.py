@@ -19,7 +19,7 @@ def test_space_prefilter_and_default():
     space = t.space(EP8)
     assert len(space) == 1920
     misfits = [t.fit_reason(c, EP8) for c in space]
-    # FACTS.md section 4: 616 of the 1920 configs fail at launch on an H200 (sm90).
+    # 616 of the 1920 configs fail at launch on an H200 (sm90), measured (benchmarks/RESULTS.md).
     assert sum(m is not None for m in misfits) == 616
     assert all(isinstance(m, DoesNotFit) and m.required > m.limit == 232448 for m in misfits if m)
     d = t.default_config(EP8, 64)

@@ -75,9 +75,6 @@ class GPU:
         """Dense tensor-core peak for `dtype`, or None where the part has no such path."""
         return dict(self.tflops).get(dtype)
 
-    def source_of(self, figure: str) -> str:
-        return dict(self.sources).get(figure, "")
-
 
 def _norm(name: str) -> str:
     """Lower-case, spaces/underscores to single spaces: driver names and CLI names compare equal."""

@@ -18,10 +18,6 @@ FAMILIES: dict[str, tuple[str, str]] = {
 }
 
 
-def family_names() -> list[str]:
-    return list(FAMILIES)
-
-
 def get_family(name: str) -> Any:
     """The `FAMILY` object of a kernel family; unknown names get suggestions."""
     if name not in FAMILIES:

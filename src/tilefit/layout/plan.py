@@ -69,10 +69,6 @@ class GemmShape:
     groups: int  # local experts (1 for the shared expert's dense GEMM)
     weight_bytes: int  # all groups, scales included
 
-    @property
-    def flops_per_token(self) -> int:
-        return 2 * self.n * self.k
-
 
 @dataclass(frozen=True, slots=True)
 class LayerPlan:

@@ -1,4 +1,4 @@
-"""Hugging Face config.json -> MoEModel, following the field-name rules of FACTS.md section 2.
+"""Hugging Face config.json -> MoEModel, following the field names the public config.json files use.
 
 A config is only ever parsed as JSON (no code, no network). Multimodal wrappers keep the language
 model under `text_config`; DBRX keeps its MoE fields under `ffn_config`. Quantization comes from

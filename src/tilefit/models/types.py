@@ -41,8 +41,6 @@ FP8_BLOCK = WeightFormat("fp8-block", 8, (128, 128), 4)
 NVFP4 = WeightFormat("nvfp4", 4, (1, 16), 1)
 MXFP4 = WeightFormat("mxfp4", 4, (1, 32), 1)
 
-FORMATS = {f.name: f for f in (BF16, FP16, FP32, FP8, FP8_BLOCK, NVFP4, MXFP4)}
-
 
 # Model sizes beyond any real model are refused: they are typos or hostile files, and the routing
 # statistics cost grows with experts x top-k. The most experts of a public MoE is 2,048 (Switch

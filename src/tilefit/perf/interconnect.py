@@ -46,10 +46,6 @@ def get_interconnect(name: str) -> Interconnect:
     return table[name.lower()]
 
 
-def interconnect_names() -> list[str]:
-    return list(_table())
-
-
 def default_interconnect(gpu: GPU) -> Interconnect:
     """The fabric a multi-GPU host of this part usually has: NVLink where the part has it (by link
     rate), else PCIe of the part's generation without peer-to-peer."""

@@ -18,9 +18,6 @@ from tilefit.layout.plan import GemmShape, LayerPlan
 from tilefit.layout.routing import expected_active_experts, routing_stats
 from tilefit.perf.interconnect import Interconnect
 
-EP_COMM = ("allreduce", "alltoall")
-
-
 @dataclass(frozen=True, slots=True)
 class KernelModel:
     """The grouped-GEMM kernel a layer runs, as the time model sees it: the tile sizes it can use

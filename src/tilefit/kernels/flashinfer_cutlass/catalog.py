@@ -27,8 +27,6 @@ DTYPES: dict[str, tuple[int, str]] = {
 }
 GEMMS = ("gemm1", "gemm2")
 ARCHS = ("sm120", "sm121", "sm100", "sm103", "sm90")  # catalogued, in the order parse_config tries them
-FUSIONS = ("none", "finalize")
-EPILOGUES = ("tma", "nosmem")  # SM100 epilogue schedules: TMA (smem staged) or NO_SMEM (direct stores)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,7 @@
 """The fused-MoE kernel's config (the six keys vLLM and SGLang store) and the grids tuners sweep.
 
 A config is a frozen value; `as_dict()` gives exactly the engines' JSON keys. The grids are the ones
-vLLM's benchmark_moe.py and SGLang's tuner enumerate (FACTS.md section 5); fp8 with 128x128 block
+vLLM's benchmarks/kernels/benchmark_moe.py and SGLang's tuning_fused_moe_triton.py enumerate; fp8 with 128x128 block
 scales keeps only BLOCK_SIZE_N and BLOCK_SIZE_K that are multiples of the 128-wide scale block.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 from tilefit.errors import UsageError
 from tilefit.numeric import shown
 
-# The sweep every engine tuner runs (FACTS.md section 5).
+# The sweep both engines' tuners run (benchmark_moe.py get_configs_compute_bound, vllm 0.11.0-0.33.0).
 GRID: dict[str, tuple[int, ...]] = {
     "BLOCK_SIZE_M": (16, 32, 64, 128, 256),
     "BLOCK_SIZE_N": (32, 64, 128, 256),

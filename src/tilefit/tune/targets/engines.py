@@ -6,7 +6,7 @@ File names and formats are the engine's own (tilefit.engines: `write_tuned_confi
 Both engines' tuners time gemm1 + gemm2 together with one config, and so do these targets (the
 "both" job); the result is written in the engine's file format. bf16/fp16 only for now (the
 engines' fp8 argument lists differ across releases). The SMEM prefilter uses tilefit's model of
-the same grid (FACTS.md: 616 of 1920 fail on an H200 for vLLM's kernel, as for ours); a config
+the same grid (616 of 1920 fail on an H200 for vLLM's kernel, as for ours: benchmarks/RESULTS.md); a config
 that passes it and fails at launch anyway is reported as a model bug.
 """
 

@@ -21,7 +21,7 @@ from typing import Any
 from tilefit.tune.targets.base import (MOE_SPACE, TuneShape, moe_config_from_dict,
                                        stand_in_default_config)
 
-LIMIT_SM90 = 232448  # the fake device's shared-memory limit (sm90 opt-in, FACTS.md section 1)
+LIMIT_SM90 = 232448  # the fake device's shared-memory limit (sm90 opt-in: CUTLASS arch.h sm90_smem_capacity_bytes)
 
 
 class FakeFailure(RuntimeError):
@@ -90,7 +90,7 @@ class FakeTarget:
         return stand_in_default_config(shape, batch)
 
     def smem_bytes(self, config: Any, shape: TuneShape) -> int:
-        """The fake's shared-memory model: (stages - 1) x (BM + BN) x BK x bytes (FACTS.md s.4)."""
+        """The fake's shared-memory model: (stages - 1) x (BM + BN) x BK x bytes (a plain tiled matmul's form)."""
         elem = 1 if shape.dtype == "fp8" else 2
         return (config.num_stages - 1) * (config.block_m + config.block_n) * config.block_k * elem
 
