@@ -9,15 +9,17 @@ read so far; a new engine may bring data/<name>.toml); a row's sources resolve w
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from tilefit._toml import load_package_toml
+from tilefit._toml import tomllib
 from tilefit.engines.types import (
-    FAMILIES, OVERRIDES, BackendChoice, Fatality, Remedy, Source, VersionRange, check_arch,
+    OVERRIDES, BackendChoice, ConfigLookup, Fatality, Remedy, Source, VersionRange, check_arch,
     check_weight_dtype, parse_version)
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
@@ -50,24 +52,28 @@ class Facts:
     sources: Mapping[str, Source]  # all files' sources by key, first file wins
 
 
+def _read(text: str) -> dict[str, Any]:
+    """One data file: its sources, and its rows with their `sources` resolved within the file."""
+    raw = tomllib.loads(text)
+    sources = {k: Source(*v) for k, v in raw.get("sources", {}).items()}
+    for kind in ("rule", "fatality", "remedy"):
+        for row in raw.get(kind, ()):
+            row["sources"] = tuple(sources[s] for s in row["source"])
+    return {"sources": sources, **{k: tuple(raw.get(k, ())) for k in ("rule", "fatality", "remedy")}}
+
+
 @lru_cache(maxsize=1)
 def _files() -> tuple[dict[str, Any], ...]:
-    names = sorted(p.name for p in resources.files("tilefit.engines").joinpath("data").iterdir()
-                   if p.name.endswith(".toml"))
-    out = []
-    for name in names:
-        raw = load_package_toml("tilefit.engines", name)
-        sources = {k: Source(*v) for k, v in raw.get("sources", {}).items()}
-        for kind in ("rule", "fatality", "remedy"):
-            for row in raw.get(kind, ()):
-                row["sources"] = tuple(sources[s] for s in row["source"])
-        out.append({"sources": sources, **{k: tuple(raw.get(k, ())) for k in ("rule", "fatality", "remedy")}})
-    return tuple(out)
+    data = resources.files("tilefit.engines").joinpath("data")
+    return tuple(_read(p.read_text(encoding="utf-8"))
+                 for p in sorted(data.iterdir(), key=lambda p: p.name) if p.name.endswith(".toml"))
 
 
 @lru_cache(maxsize=None)
-def facts(engine: str) -> Facts:
-    files = _files()
+def facts(engine: str, data_file: str | None = None) -> Facts:
+    """`engine`'s rows from engines/data/*.toml, plus those of `data_file` (an engine kept outside
+    this package brings its own)."""
+    files = _files() + ((_read(Path(data_file).read_text(encoding="utf-8")),) if data_file else ())
     sources: dict[str, Source] = {}
     for f in files:
         sources.update({k: v for k, v in f["sources"].items() if k not in sources})
@@ -77,6 +83,8 @@ def facts(engine: str) -> Facts:
 
 
 def check_family(family: str) -> str:
+    from tilefit.kernels.registry import FAMILIES
+
     f = str(family).strip().lower()
     if f not in FAMILIES:
         raise UsageError(f"unknown kernel family {family!r}; use one of {', '.join(FAMILIES)}")
@@ -125,12 +133,13 @@ class TableEngine:
     name: str = ""
     title: str = ""
     newest: str = ""
+    data_file: str | None = None  # a TOML file of this engine's rows, for an engine kept elsewhere
     select: Mapping[str, tuple[str, str]] = {}
     forced_sources: Mapping[str, tuple[str, ...]] = {}
 
     @property
     def facts(self) -> Facts:
-        return facts(self.name)
+        return facts(self.name, self.data_file)
 
     def check_version(self, version: str | None) -> None:
         if version is not None:
@@ -218,6 +227,28 @@ class TableEngine:
             selector=selector, versions=VersionRange(),
             sources=tuple(self.facts.sources[s] for s in self.forced_sources[asked]),
             caveats=caveats, overridden=True)
+
+    def default_configs(self, batches: Iterable[int], *, E: int, weight_dtype: str, arch: Arch | str,
+                        version: str | None = None) -> dict[int, Any]:
+        raise UsageError(self._no_triton_files())
+
+    def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
+                          triton_version: str | None = None, config_dir: str | os.PathLike[str] | None = None,
+                          environ: Mapping[str, str] | None = None, version: str | None = None,
+                          down: bool = False) -> ConfigLookup:
+        raise UsageError(self._no_triton_files())
+
+    def write_tuned_configs(self, out_dir: str | os.PathLike[str], *, E: int, N: int, device_name: str,
+                            weight_dtype: str, gemm1: Mapping[int, Mapping[str, int]],
+                            gemm2: Mapping[int, Mapping[str, int]] | None,
+                            triton_version: str | None) -> list[Path]:
+        raise UsageError(self._no_triton_files())
+
+    def _no_triton_files(self) -> str:
+        """Engines that run the Triton fused-MoE kernel (engines/triton_moe.TritonEngine) override
+        the three methods above; the others say what they do instead."""
+        return (f"{self.title} has no Triton fused-MoE config files or default configs; its MoE runs "
+                f"kernels it picks itself ({', '.join(self.select)})")
 
     def fatality(self, family: str) -> Fatality:
         """Whether a config/tactic of `family` that cannot launch kills the engine at warmup."""

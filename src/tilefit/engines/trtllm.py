@@ -1,26 +1,22 @@
 """TensorRT-LLM as tilefit models it: its CUTLASS MoE backend (the grouped-GEMM kernels FlashInfer's
 CUTLASS MoE vendors), the backend rules and remedies (data/*.toml rows with engine = "trtllm"), and
 its finalize-fusion option. It has no Triton fused-MoE config files: its autotuner picks CUTLASS
-tactics at warmup. Read from create_moe.py at commit 9c6caaa and the MoeConfig docs 1.3.0rc27/1.4.0rc4.
+tactics at warmup (TableEngine's Triton-file methods say so). Read from create_moe.py at commit
+9c6caaa and the MoeConfig docs 1.3.0rc27/1.4.0rc4.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 
 from tilefit.engines.table import TableEngine
-from tilefit.engines.triton_moe import DefaultConfig
-from tilefit.engines.types import ConfigLookup, FinalizeState
+from tilefit.engines.types import FinalizeState
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 
 # The LLM API option (YAML) that turns the FC2 + finalize fusion off, as `settings` spells it.
 DISABLE_FINALIZE = "moe_config.disable_finalize_fusion"
 _TRUE = ("1", "true", "yes", "on")
-_NO_TRITON = ("TensorRT-LLM has no Triton fused-MoE config files; its CUTLASS MoE picks tactics "
-              "with its autotuner")
 
 
 class Trtllm(TableEngine):
@@ -37,24 +33,6 @@ class Trtllm(TableEngine):
                              "backend is the triton_kernels MXFP4 path); use --backend "
                              "flashinfer-cutlass or auto")
         return TableEngine.forced_family(self, family, dtype, arch)
-
-    def default_configs(self, batches: Iterable[int], *, E: int, weight_dtype: str,
-                        arch: Arch | str, version: str | None = None) -> dict[int, DefaultConfig]:
-        raise UsageError("TensorRT-LLM has no Triton fused-MoE default config; its MoE runs "
-                         "CUTLASS tactics chosen by its autotuner")
-
-    def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
-                          triton_version: str | None = None,
-                          config_dir: str | os.PathLike[str] | None = None,
-                          environ: Mapping[str, str] | None = None, version: str | None = None,
-                          down: bool = False) -> ConfigLookup:
-        raise UsageError(_NO_TRITON)
-
-    def write_tuned_configs(self, out_dir: str | os.PathLike[str], *, E: int, N: int,
-                            device_name: str, weight_dtype: str, gemm1: Mapping[int, Mapping[str, int]],
-                            gemm2: Mapping[int, Mapping[str, int]] | None,
-                            triton_version: str | None) -> list[Path]:
-        raise UsageError(_NO_TRITON)
 
     def fused_finalize(self, *, version: str | None = None, environ: Mapping[str, str] | None = None,
                        settings: Mapping[str, str] | None = None) -> FinalizeState:

@@ -14,7 +14,6 @@ from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch, get_arch
 from tilefit.versions import parse_version as _parse_version
 
-FAMILIES: tuple[str, ...] = ("triton-moe", "flashinfer-cutlass")
 WEIGHT_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp8", "fp8-block", "nvfp4", "mxfp4")
 OVERRIDES: tuple[str, ...] = ("auto", "triton", "flashinfer-cutlass")
 
