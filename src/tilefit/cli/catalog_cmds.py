@@ -34,9 +34,7 @@ def run_gpus(args: argparse.Namespace) -> int:
     if args.json:
         print_json({
             "archs": [{**asdict(a), "cc": list(a.cc)} for a in archs],
-            "gpus": [{"key": g.key, "name": g.name, "aliases": list(g.aliases), "arch": g.arch.name,
-                      "sm_count": g.sm_count, "memory_gb": g.memory_gb,
-                      "mem_bandwidth_gbps": g.mem_bandwidth_gbps,
+            "gpus": [{**g.as_dict(), "aliases": list(g.aliases), "mem_bandwidth_gbps": g.mem_bandwidth_gbps,
                       "smem_per_sm": g.arch.smem_per_sm, "smem_per_block_optin": g.arch.smem_per_block_optin,
                       "regs_per_sm": g.arch.regs_per_sm, "max_threads_per_sm": g.arch.max_threads_per_sm,
                       "tflops_dense": dict(g.tflops), "nvlink_gbps": g.nvlink_gbps, "pcie_gen": g.pcie_gen,
@@ -67,11 +65,7 @@ def run_models(args: argparse.Namespace) -> int:
 
     models = all_presets()
     if args.json:
-        print_json([{"name": m.name, "aliases": preset_aliases(m.name), "hidden_size": m.hidden_size,
-                     "expert_width": m.expert_width, "num_experts": m.num_experts, "top_k": m.top_k,
-                     "moe_layers": m.moe_layers, "num_layers": m.num_layers,
-                     "shared_expert_width": m.shared_expert_width, "weight_dtype": m.weight_dtype,
-                     "source": m.source} for m in models])
+        print_json([{**m.as_dict(), "aliases": preset_aliases(m.name)} for m in models])
         return 0
     rows = [(m.name, m.hidden_size, m.expert_width, m.num_experts, m.top_k, f"{m.moe_layers}/{m.num_layers}",
              m.shared_expert_width or "-", m.weight_dtype, ", ".join(preset_aliases(m.name)) or "-")
