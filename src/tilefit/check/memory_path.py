@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tilefit.check.report import FATAL, INFO, WARNING, Finding
+from tilefit.check.types import FATAL, INFO, WARNING, Finding, fix
 from tilefit.memory import MemoryPlan, MemoryRequest, Parallel, Settings, engines, plan_memory
 from tilefit.memory.render import gib, headline
 
@@ -28,7 +28,7 @@ def memory_findings(plan: MemoryPlan) -> list[Finding]:
     kinds = ", ".join(f"{f.kind} {gib(f.bytes)}" for f in plan.weights if f.bytes)
     details = (f"weights per GPU: {kinds}", f"pool rule: {plan.pool.rule}",
                f"KV: {plan.kv.bytes_per_token:,} B per token ({plan.kv.basis})", *plan.notes)
-    fixes = tuple({"kind": "memory", "setting": r.setting, "text": r.effect} for r in plan.remedies)
+    fixes = tuple(fix("memory", r.setting, r.effect) for r in plan.remedies)
     if plan.problems:
         return [Finding(FATAL, "memory-does-not-fit", f"the deployment does not fit in GPU memory: {plan.problems[0]}",
                         (headline(plan), *plan.problems[1:], *plan.warnings, *details), fixes)]
