@@ -55,7 +55,7 @@ def test_sglang_fp8_runs_triton():
     # sglang 0.5.23 quantization/fp8.py Fp8MoEMethod.create_moe_runner: auto -> TRITON
     # unless DeepGEMM via a DeepEP/Mooncake/NIXL all-to-all.
     c = get_engine("sglang").backend("fp8-block", "sm120")
-    assert (c.family, c.family_dtype, c.block_shape) == ("triton-moe", "fp8", (128, 128))
+    assert (c.family, c.family_dtype, c.block_shape) == ("triton-moe", "fp8-block", (128, 128))
     t = get_engine("sglang").backend("fp8", "sm89")
     assert (t.family, t.block_shape) == ("triton-moe", None)
     assert get_engine("sglang").backend("bf16", "sm90").family_dtype == "bf16"
@@ -95,7 +95,7 @@ def test_trtllm_cutlass_paths():
     # TensorRT-LLM create_moe.py get_moe_cls: backend CUTLASS -> CutlassFusedMoE.
     c = get_engine("trtllm").backend("nvfp4", "sm120")
     assert (c.family, c.engine_backend) == ("flashinfer-cutlass", "CUTLASS")
-    assert get_engine("trtllm").backend("fp8-block", "sm90").family_dtype == "fp8"
+    assert get_engine("trtllm").backend("fp8-block", "sm90").family_dtype == "fp8-block"
     with pytest.raises(UsageError, match="TensorRT-LLM"):
         get_engine("trtllm").backend("bf16", "sm120")
 

@@ -92,9 +92,9 @@ def check_family(family: str) -> str:
 
 
 def _family_dtype(rule_dtype: str, weight_dtype: str) -> str:
-    if rule_dtype != "same":
-        return rule_dtype
-    return "fp8" if weight_dtype.startswith("fp8") else weight_dtype
+    """The family's dtype: the rule's, or the checkpoint's own ('same'). Per-tensor fp8 and 128x128
+    block fp8 stay two names from the checkpoint to the family (their kernels differ)."""
+    return weight_dtype if rule_dtype == "same" else rule_dtype
 
 
 def _matches(rule: dict[str, Any], dtype: str, arch: str, version: str | None, layout: Layout,

@@ -66,7 +66,8 @@ def parse_version(version: str) -> tuple[int, int, int]:
 class BackendChoice:
     """Which tilefit kernel family an engine runs for a (weight dtype, arch), and why.
 
-    `family_dtype` is the family's dtype name ('bf16', 'fp8', 'nvfp4', 'mxfp8-mxfp4');
+    `family_dtype` is the family's dtype name ('bf16', 'fp8' per-tensor, 'fp8-block' 128x128
+    block-scaled, 'nvfp4', 'mxfp8-mxfp4');
     `block_shape` is (bn, bk) for block-scaled fp8, else None. `engine_backend` is the engine's
     own name for the backend and `selector` the flag/env/config that picks it.
     """
