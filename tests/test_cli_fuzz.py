@@ -175,11 +175,10 @@ def _command_line(rng: random.Random, name: str, parser: argparse.ArgumentParser
 
 def _validate_only(monkeypatch) -> None:
     """tune stops after building its request; compare --measure measures nothing."""
-    from tilefit import compare
-    from tilefit.cli import tune_cmd
+    from tilefit.cli import compare_cmd, tune_cmd
 
     monkeypatch.setattr(tune_cmd, "run", lambda args: (tune_cmd.build_request(args), 0)[1])
-    monkeypatch.setattr(compare, "_measure", lambda *a, **k: {})
+    monkeypatch.setattr(compare_cmd, "_measure", lambda *a, **k: {})
 
 
 def _run_in_process(argv: list[str]) -> tuple[int, str]:
