@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilefit.diagnose import events as ev
-from tilefit.diagnose.diagnosis import Diagnosis
+from tilefit.diagnose.diagnosis import Diagnosis, Explanation
 from tilefit.diagnose.events import Event
 
 TEXT = 160
@@ -27,8 +27,6 @@ _EXIT_CODES = {
 def cause(d: Diagnosis, explained: Any) -> Any:
     """The explanation of a fatal diagnosis's cause. `explained(kind)` returns explain.py's
     explanation for kinds it sizes (tiles, Triton OutOfResources), or None."""
-    from tilefit.diagnose.explain import Explanation
-
     kind = d.cause or "fatal"
     e = d.decisive
     line = e.line if e else None
@@ -95,8 +93,6 @@ def _sticky(e: Event | None, line: int | None, where: str, phase: str) -> str:
 
 
 def _exception(d: Diagnosis, e: Event | None, kind: str, line: int | None, where: str, tail: str) -> Any:
-    from tilefit.diagnose.explain import Explanation
-
     exc = (e.fields.get("exc") or e.fields.get("inner") or "exception") if e else "exception"
     message = str(e.fields.get("error") or "").strip() if e else ""
     if not message and e is not None:
@@ -117,8 +113,6 @@ def _exception(d: Diagnosis, e: Event | None, kind: str, line: int | None, where
 def _ending(d: Diagnosis, e: Event | None, kind: str, line: int | None, where: str, tail: str) -> Any:
     """The process ended and the log shows no more specific error: say what the end line says and
     where its cause would be."""
-    from tilefit.diagnose.explain import Explanation
-
     text = _clip(e.text) if e else ""
     look = ("its exception is not in this excerpt: it is the last line of the traceback printed with it "
             "(vLLM prints the engine core's traceback above 'Engine core initialization failed'; sglang "

@@ -85,3 +85,15 @@ class Diagnosis:
 
     def failure(self, kind: str) -> FailureClass | None:
         return next((f for f in self.failures if f.kind == kind), None)
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """One explanation of a diagnosis (explain.py builds them; causes.py too, without a cycle)."""
+
+    about: str      # a failure kind, or "tile 128x256x128"
+    finding: str
+    remedy: str = ""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"about": self.about, "finding": self.finding, "remedy": self.remedy}

@@ -8,27 +8,17 @@ arch is missing, the explanation says so instead of guessing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from tilefit.diagnose import events as ev
 from tilefit.diagnose.causes import cause
+from tilefit.diagnose.diagnosis import Explanation  # defined beside Diagnosis; importers use this name
 from tilefit.diagnose.verdict import FATAL, RECOVERED, Diagnosis, FailureClass
 from tilefit.kernels.base import EXCEEDS_SMEM, FITS
 
 CUTLASS_FAMILY = "flashinfer-cutlass"
 MAX_TILES = 8
 _BITS = {"fp4": 4, "fp8": 8, "bf16": 16}
-
-
-@dataclass(frozen=True, slots=True)
-class Explanation:
-    about: str      # a failure kind, or "tile 128x256x128"
-    finding: str
-    remedy: str = ""
-
-    def as_dict(self) -> dict[str, str]:
-        return {"about": self.about, "finding": self.finding, "remedy": self.remedy}
 
 
 def explain(d: Diagnosis, family_loader: Any = None) -> list[Explanation]:
