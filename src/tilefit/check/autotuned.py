@@ -36,7 +36,7 @@ def check_autotuned(req: CheckRequest, engine: Engine, family: KernelFamily, cho
             f"({family.source(**options)}): their shared memory was not checked",
             (f"catalogued on {arch.name}: {', '.join(family.dtypes(arch)) or 'none'}",
              "pass --backend triton to check the Triton fused-MoE path instead, if the engine can run it"))], \
-            _checked(family, dtype, family.source(**options), 0, 0)
+            _checked(family, dtype, family.source(**options), 0, 0, options)
     finalize = engine.fused_finalize(version=req.engine_version, environ=req.env,
                                      settings=dict(req.flags) if req.flags else None)
     # The list the engine really profiles: with fused finalize off FlashInfer (>= 0.6.15) leaves the
@@ -78,12 +78,16 @@ def check_autotuned(req: CheckRequest, engine: Engine, family: KernelFamily, cho
             tuple(Judged(v, family.group(v.config)) for v in failing)))
     for r in engine.remedies(family.name, arch=arch, version=req.engine_version, kinds=("warning",)):
         findings.append(Finding(WARNING, "known-risk", r.text, tuple(f"source: {src}" for src in r.sources)))
-    return findings, _checked(family, dtype, judged.source, len(judged.verdicts), len(failing))
+    return findings, _checked(family, dtype, judged.source, len(judged.verdicts), len(failing), options)
 
 
-def _checked(family: KernelFamily, dtype: str, source: str, total: int, failing: int) -> Checked:
+def _checked(family: KernelFamily, dtype: str, source: str, total: int, failing: int,
+             options: dict[str, Any]) -> Checked:
+    """What was judged; the JSON also names the family options the list was read under (e.g.
+    the FlashInfer version given or pinned by the engine release)."""
+    given = tuple((k, v) for k, v in options.items() if k in family.options and v is not None)
     return Checked(family.name, dtype, f"{total} tactics of {source}", total, failing,
-                   (("source", source), ("tactics", total)))
+                   (("source", source), ("tactics", total), *given))
 
 
 def _with_blocklist(remedy: Remedy, judged: Judgement) -> Remedy:
