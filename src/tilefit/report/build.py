@@ -112,7 +112,8 @@ def _deployment(req: ReportRequest, model: Any, gpu: Any, summary: list[str]) ->
 
         for tp, ep in layouts:
             d = run_check(CheckRequest(model=req.model, gpu=req.gpu, engine=req.engine, tp=tp, ep=ep,
-                                       flashinfer=req.flashinfer)).as_dict()
+                                       family_options=(("flashinfer", req.flashinfer),) if req.flashinfer
+                                       else ())).as_dict()
             worst = [f for f in d["findings"] if f["severity"] != "info"]
             summary.append(f"{d['verdict']}: {d['layout']['label']}, {req.engine}: "
                            f"{d['backend']['family']} {d['backend']['family_dtype']}"
