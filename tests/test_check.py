@@ -16,7 +16,7 @@ def findings(d, severity=None):
 
 
 def test_vllm_bf16_default_configs_fit_on_5090(cli):
-    r = cli("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "2", "--engine", "vllm",
+    r = cli("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "4", "--engine", "vllm",
             "--backend", "triton", "--json")
     assert r.code == 0, r.err
     d = r.json()
@@ -129,7 +129,7 @@ def test_sglang_version_decides_whether_finalize_tactics_run(cli):
 
 def test_vllm_bf16_on_sm120_runs_uncatalogued_cutlass_tactics_and_says_so(cli):
     # vLLM >= 0.21 sends bf16 experts on SM120 to FlashInfer CUTLASS; tilefit has no bf16 SM120 list.
-    r = cli("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "2", "--engine", "vllm", "--json")
+    r = cli("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "4", "--engine", "vllm", "--json")
     assert r.code == 0, r.err
     d = r.json()
     assert d["backend"]["family"] == "flashinfer-cutlass"
@@ -157,14 +157,18 @@ def test_check_human_output_starts_with_the_verdict(cli):
 
 def test_weights_that_cannot_fit_are_fatal_and_tight_ones_warn(cli):
     d = cli("check", "--model", "glm-5-fp8", "--gpu", "rtx-5090", "--ep", "8", "--engine", "vllm", "--json").json()
-    assert d["verdict"] == "NO-GO" and findings(d, "fatal")[0]["kind"] == "weights-exceed-memory"
-    # DeepSeek-V3 FP8 on 8 x H100 80GB: 58 layers x 256 experts x 3 x 7168 x 2048 B (+ scales) / 8
-    # is 82 GB of the 85.9 GB (80 GiB) each GPU has.
+    assert d["verdict"] == "NO-GO" and findings(d, "fatal")[0]["kind"] == "memory-does-not-fit"
+    # DeepSeek-V3 FP8 on 8 x H100 80GB: the experts alone are 82 GB of the 85.9 GB (80 GiB) each GPU
+    # has; with attention and embeddings nothing is left for the KV cache (the memory plan).
     d = cli("check", "--model", "deepseek-v3", "--gpu", "h100", "--tp", "8", "--engine", "vllm", "--json").json()
-    assert any(f["kind"] == "weights-near-memory" for f in findings(d, "warning"))
-    d = cli("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "2", "--engine", "vllm",
+    assert any(f["kind"] == "memory-does-not-fit" for f in findings(d, "fatal"))
+    assert d["memory"]["kv"]["tokens"] == 0
+    d = cli("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "4", "--engine", "vllm",
             "--backend", "triton", "--json").json()
-    assert not any(f["kind"].startswith("weights-") for f in d["findings"])  # 85% of 32 GiB
+    assert not any(f["kind"].startswith("memory-") for f in d["findings"])  # 15 GiB of 32 GiB
+    # An engine without memory rules (TensorRT-LLM) keeps the expert-weights-only finding.
+    d = cli("check", "--model", "glm-5-nvfp4", "--gpu", "rtx-5090", "--ep", "4", "--engine", "trtllm", "--json").json()
+    assert d["memory"] is None and any(f["kind"] == "weights-exceed-memory" for f in findings(d, "fatal"))
 
 
 def test_quick_start_check_golden(cli):
@@ -182,3 +186,19 @@ def test_engine_environment_switches_fused_finalize_back_on(cli):
     on = cli(*base, "--env", "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=1").json()
     assert {t for _, t in _failing(on)[0]} == {"128x256x128 finalize", "256x128x128 finalize"}
     assert cli(*base, "--env", "NOEQUALS").code == 2
+
+
+def test_check_memory_section_reads_the_launch_command(cli):
+    # The seed deployment's command: check's memory plan takes its --mem-fraction-static 0.75 and
+    # layout, and finds the same KV pool as `plan --memory` (tests/golden/memory_seed_*.txt).
+    r = cli("check", "--gpu", "rtx-pro-6000", "--json", "--", "python", "-m", "sglang.launch_server",
+            "--model-path", "nvidia/GLM-5-NVFP4", "--tp", "8", "--ep", "8", "--mem-fraction-static", "0.75",
+            "--quantization", "modelopt_fp4")
+    d = r.json()
+    assert d["memory"]["kv"]["tokens"] == 248_064 and d["memory"]["settings"]["mem_fraction"] == 0.75
+    assert any(f["kind"] == "memory" for f in findings(d, "info"))
+    # A flag given to check wins over the command's.
+    d = cli("check", "--gpu", "rtx-pro-6000", "--json", "--mem-fraction", "0.8", "--", "python", "-m",
+            "sglang.launch_server", "--model-path", "nvidia/GLM-5-NVFP4", "--tp", "8", "--ep", "8",
+            "--mem-fraction-static", "0.75", "--quantization", "modelopt_fp4").json()
+    assert d["memory"]["kv"]["tokens"] > 248_064

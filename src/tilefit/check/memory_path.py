@@ -1,8 +1,8 @@
 """check's memory section: the device-memory plan of the deployment, as findings.
 
-NO-GO when the engine's memory rule leaves no KV pool, no room outside it for CUDA graphs and
-activations, or a pool shorter than one request of the context length; the remedies are the
-settings the plan checked (memory fraction, KV dtype, context length, a larger layout).
+NO-GO when the engine's memory rule leaves no KV pool or one shorter than a request of the context
+length; a warning when the estimated CUDA-graph and activation memory does not fit outside the pool;
+the remedies are the settings the plan checked (memory fraction, KV dtype, context length, layout).
 """
 
 from __future__ import annotations
@@ -14,14 +14,27 @@ from tilefit.memory import MemoryPlan, MemoryRequest, Parallel, Settings, engine
 from tilefit.memory.render import gib, headline
 
 
-def memory_plan(model: str, gpu: Any, engine: str, layout: Any, settings: Settings) -> MemoryPlan | None:
-    """The plan for an engine tilefit has memory rules for (sglang, vLLM), else None."""
+def memory_plan(model: str, gpu: Any, engine: str, layout: Any, settings: Settings,
+                version: str | None = None, a2a_backend: str = "none",
+                preset: str | None = None) -> MemoryPlan | None:
+    """The plan for an engine tilefit has memory rules for (sglang, vLLM) and a model whose
+    attention/vocabulary fields it can read, else None (check then judges the expert weights alone)."""
     if engine not in engines():
         return None
+    from tilefit.errors import UsageError
     from tilefit.models.architecture import load_architecture
 
-    parallel = Parallel.for_engine(engine, layout.gpus, layout.ep, layout.dp)
-    return plan_memory(MemoryRequest(load_architecture(model), gpu, engine, parallel, settings))
+    arch = None
+    for name in dict.fromkeys((model, preset) if preset else (model,)):
+        try:
+            arch = load_architecture(name)
+            break
+        except UsageError:  # a config without the fields the memory plan needs, or a hub id not cached
+            continue
+    if arch is None:
+        return None
+    parallel = Parallel.for_engine(engine, layout.gpus, layout.ep, layout.dp, a2a_backend)
+    return plan_memory(MemoryRequest(arch, gpu, engine, parallel, settings, version))
 
 
 def memory_findings(plan: MemoryPlan) -> list[Finding]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tilefit.check.autotuned import check_autotuned
 from tilefit.check.engine_configs import check_engine_configs
+from tilefit.check.memory_path import memory_findings, memory_plan
 from tilefit.check.types import (
     FATAL, INFO, WARNING, CheckReport, CheckRequest, Finding, fix, verdict_of)
 from tilefit.hw.catalog import GPU
@@ -29,7 +30,7 @@ def _memory_findings(plan: LayerPlan, gpu: GPU) -> list[Finding]:
     need = plan.weight_bytes_all_layers
     share = plan.memory_share(gpu.memory_bytes)
     text = (f"expert weights need {need / 2**30:,.1f} GiB per GPU ({plan.model.moe_layers} MoE layers, "
-            f"{plan.model.weight_dtype}) of the {gpu.memory_gb:g} GiB on {gpu.name} ({share:.0%})")
+            f"{plan.model.weight_dtype}) of the {gpu.memory_bytes / 2**30:,.1f} GiB on {gpu.name} ({share:.0%})")
     fixes = (fix("layout", "", "spread the experts over more GPUs (--ep/--tp) or use a quantized checkpoint; "
                  "`tilefit plan` shows the weight bytes per GPU of each layout"),)
     if share > 1:
@@ -58,8 +59,11 @@ def run_check(req: CheckRequest) -> CheckReport:
                             flags=dict(req.flags) if req.flags is not None else None)
     family = get_family(choice.family)
     family_findings, checked = PATHS[family.picked_by](req, engine, family, choice, gpu, plan)
-    findings = _memory_findings(plan, gpu) + family_findings
+    mplan = memory_plan(req.model, gpu, engine.name, layout, req.memory, req.engine_version, req.a2a_backend,
+                        preset=model.name)
+    memory = memory_findings(mplan) if mplan is not None else _memory_findings(plan, gpu)
+    findings = family_findings + memory
     return CheckReport(
         verdict=verdict_of(findings), model=model, gpu=gpu, layout=layout, local_experts=plan.local_experts,
         engine=engine.name, engine_version=req.engine_version, backend=choice, gemms=plan.gemms,
-        findings=tuple(findings), checked=checked)
+        findings=tuple(findings), checked=checked, memory=mplan)

@@ -11,6 +11,8 @@ from tilefit.engines import BackendChoice, Remedy, VersionRange
 from tilefit.hw.catalog import GPU
 from tilefit.kernels.base import FitVerdict
 from tilefit.layout.plan import GemmShape, Layout
+from tilefit.memory import MemoryPlan, Settings
+from tilefit.memory.render import as_dict as memory_dict
 from tilefit.models.types import MoEModel
 
 DEFAULT_BATCHES = (1, 16, 64, 256, 1024, 4096)  # tokens per step, decode to prefill chunk
@@ -102,6 +104,8 @@ class CheckRequest:
     # flags by the engine's own name, which some backend rules read (None: no command given).
     layout: Layout | None = None
     flags: tuple[tuple[str, str], ...] | None = None
+    memory: Settings = field(default_factory=Settings)  # the deployment's memory settings (memory/)
+    a2a_backend: str = "none"  # sglang --moe-a2a-backend (deepep keeps shared experts whole)
 
     @property
     def env(self) -> dict[str, str]:
@@ -121,6 +125,7 @@ class CheckReport:
     gemms: tuple[GemmShape, ...]
     findings: tuple[Finding, ...]
     checked: Checked | None = field(default=None)
+    memory: MemoryPlan | None = field(default=None)  # the device-memory plan (sglang, vLLM)
 
     @property
     def exit_code(self) -> int:
@@ -140,7 +145,8 @@ class CheckReport:
                 "backend": self.backend.as_dict(),
                 "gemms": [{"name": g.name, "n": g.n, "k": g.k, "groups": g.groups} for g in self.gemms],
                 "checked": self.checked.as_dict() if self.checked else {},
-                "findings": [f.as_dict() for f in self.findings]}
+                "findings": [f.as_dict() for f in self.findings],
+                "memory": memory_dict(self.memory) if self.memory else None}
 
 
 def verdict_of(findings: list[Finding]) -> str:

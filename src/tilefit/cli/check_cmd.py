@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tilefit.check.types import DEFAULT_BATCHES
 from tilefit.cli.args import add_json_arg, int_list, positive_int
+from tilefit.cli.memory_args import add_memory_args, memory_settings
 from tilefit.cli.launch_args import add_launch_args, deployment, launch_lines
 from tilefit.cli.output import Block, Table, plain, print_json, show
 
@@ -45,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="a variable of the engine's environment (repeatable), on top of this shell's, e.g. "
                         "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE=0 or VLLM_TUNED_CONFIG_FOLDER=/configs")
+    add_memory_args(p, engine=False)
     add_json_arg(p)
     add_launch_args(p)
     p.set_defaults(func=run)
@@ -76,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
         dp=args.dp, backend=args.backend, engine_version=args.engine_version,
         family_options=(("flashinfer", args.flashinfer),) if args.flashinfer else (),
         batches=tuple(args.batch), config_dir=args.config_dir, environ=tuple(sorted(environ.items())),
-        layout=spec.layout, flags=tuple(spec.flags().items()) if spec.argv else None))
+        layout=spec.layout, flags=tuple(spec.flags().items()) if spec.argv else None,
+        memory=memory_settings(args, spec if spec.argv else None), a2a_backend=args.a2a_backend))
     launch = spec.as_dict()
     if args.json:
         print_json({**report.as_dict(), "launch": launch})
@@ -114,6 +117,11 @@ def blocks(report: CheckReport, launch: dict[str, Any] | None = None) -> list[Bl
         lines.append(report.checked.line())
     out += [*lines, "", Table.of(["gemm", "groups", "N", "K"], [(x.name, x.groups, x.n, x.k) for x in report.gemms],
                                  "lrrr"), ""]
+    if report.memory is not None:
+        from tilefit.cli.memory_view import render_memory_table
+
+        out += ["device memory per GPU (verdict and fixes in the memory finding below):",
+                render_memory_table(report.memory), ""]
     for f in findings:
         lines = [f"[{f.severity.upper()}] {f.title}"]
         lines += [f"    {x}" for x in f.details]

@@ -7,6 +7,7 @@ request translates that into each engine's flags (`memory.Parallel.for_engine`).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from tilefit.memory.kv import KV_DTYPES
 
@@ -58,6 +59,22 @@ def add_memory_args(p: argparse.ArgumentParser, *, engine: bool) -> None:
                    help="sglang --chunked-prefill-size / vLLM --max-num-batched-tokens")
     g.add_argument("--a2a-backend", choices=("none", "deepep"), default="none",
                    help="sglang --moe-a2a-backend (DeepEP keeps shared experts whole on every GPU)")
+
+
+def memory_settings(args: argparse.Namespace, spec: Any = None):
+    """The memory flags, over the launch command's settings (`spec`, a LaunchSpec) where given."""
+    import dataclasses
+
+    from tilefit.memory import Settings
+    from tilefit.memory.base import from_launch
+
+    base = from_launch(spec)[1] if spec is not None and getattr(spec, "layout", None) is not None else Settings()
+    given = {k: v for k, v in (("mem_fraction", args.mem_fraction), ("context_length", args.context_length),
+                               ("max_running_requests", args.max_running_requests),
+                               ("chunked_prefill", args.chunked_prefill)) if v is not None}
+    if args.kv_dtype != "auto":
+        given["kv_dtype"] = args.kv_dtype
+    return dataclasses.replace(base, **given)
 
 
 def memory_request(args: argparse.Namespace, model: str, gpu_name: str, engine: str,

@@ -14,6 +14,12 @@ def render_memory(plan: MemoryPlan) -> str:
     return "\n".join(lines + footer(plan))
 
 
+def render_memory_table(plan: MemoryPlan) -> str:
+    """The per-GPU table alone (check prints the verdict, pool rule and fixes as its finding)."""
+    lines = [f"layout: {n}" for n in plan.placement.notes]
+    return "\n".join([*lines, table(["per GPU", "memory", "basis"], rows(plan), align="lrl")])
+
+
 def render_comparison(plans: dict[str, MemoryPlan]) -> str:
     headers, rows = compare_rows(plans)
     return table(headers, rows, align="l" + "r" * (len(headers) - 1))
