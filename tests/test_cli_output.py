@@ -9,6 +9,7 @@ import re
 import shlex
 
 import pytest
+from conftest import REPO
 
 from tilefit.cli.output import PLAIN, Table, Terminal, escape_control, plain, show
 
@@ -253,3 +254,24 @@ def test_a_plain_table_inside_text_wraps_its_last_column_under_itself():
     def words(t):
         return [w for w in t.split() if set(w) != {"-"}]
     assert words(" ".join(lines)) == words(text)  # nothing lost but the rule's length
+
+
+def test_diagnose_text_output_escapes_control_characters_from_the_log(cli, tmp_path):
+    src = (REPO / "tests" / "fixtures" / "logs" / "vllm_illegal_instruction.log").read_text()
+    log = tmp_path / "bell.log"
+    log.write_text(src.replace("an illegal instruction was encountered",
+                               "an illegal\x07 instruction was\x08 encountered\x1b]0;title\x07"))
+    r = cli("diagnose", str(log))
+    assert r.code == 1 and "decisive line" in r.out
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", r.out)
+    assert "illegal^G instruction was^H encountered" in r.out
+
+
+def test_tune_progress_reads_the_time_from_the_result_when_the_event_has_none():
+    from tilefit.cli.progress import TuneProgress
+
+    p = TuneProgress(stream=io.StringIO())
+    p("job", {"job": "gemm1", "batch": 1, "index": 0, "total": 1})
+    for result in ("12.50 us", "compile failed: x", "9.25 us", "does not fit: shared memory needs 1 > 0"):
+        p("measured", {"config": "c", "result": result})
+    assert p.timed == 4 and p.best == 9.25

@@ -85,7 +85,9 @@ def run(args: argparse.Namespace) -> int:
 
         print_json(as_dict(d, source))
     else:
-        sys.stdout.write(human(d, source))
+        from tilefit.cli.output import show
+
+        show(human(d, source).rstrip("\n"))  # log text escaped: it cannot drive the terminal
     return EXIT_BY_VERDICT[d.verdict]
 
 
