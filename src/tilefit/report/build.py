@@ -170,6 +170,8 @@ def _tune_source(path: str) -> tuple[D.TuneCurve, ...]:
     """A tune output folder (its summary, else its journal), a summary JSON or a journal."""
     from tilefit.tune.run import JOURNAL, SUMMARY
 
+    if not path.strip():
+        raise UsageError("--tune is empty: give a `tilefit tune --out` folder, its summary or its journal")
     p = Path(path)
     if _kind(p) == "dir":
         if _kind(p / SUMMARY) == "file":
