@@ -18,6 +18,8 @@ from typing import Any, BinaryIO
 from tilefit.cli.args import add_json_arg, add_target_args, positive_int
 from tilefit.errors import UsageError
 
+# Files smaller than this read in about a second: no bar for them.
+PROGRESS_FROM = 64 << 20
 EXIT_BY_VERDICT = {"healthy": 0, "recovered": 0, "fatal": 1, "in-progress": 3, "unknown": 3}
 
 
@@ -73,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             _follow(dg, stream, args)
         elif args.log != "-" and getattr(stream, "raw", None) is not None:  # a plain regular file
             try:
-                dg.read_file(args.log, workers=jobs)
+                _read_file(dg, args.log, jobs)
             except OSError as e:
                 raise UsageError(f"cannot read the log: {e}") from None
         else:
@@ -129,6 +131,18 @@ class _NoClose:
 
     def __exit__(self, *exc: object) -> None:
         return None
+
+
+def _read_file(dg: Any, path: str, jobs: int | None) -> None:
+    """Read a regular file, with a bar on a terminal (stderr) for one large enough to take a while."""
+    from tilefit.cli.progress import Bar
+
+    size = os.path.getsize(path)
+    if size < PROGRESS_FROM:
+        dg.read_file(path, workers=jobs)
+        return
+    with Bar(f"reading {os.path.basename(path)}", size) as bar:
+        dg.read_file(path, workers=jobs, progress=bar.advance if bar.live else None)
 
 
 def _read_all(dg: Any, stream: BinaryIO) -> None:

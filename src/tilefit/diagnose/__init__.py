@@ -8,7 +8,11 @@ does it for a whole stream; `Diagnoser` does it incrementally (for `--follow`).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any, BinaryIO
+
+# Told the number of bytes just read, as a read goes (a progress display; see Diagnoser.read_file).
+Progress = Callable[[int], None]
 
 from tilefit.diagnose.events import DETAIL_LINES
 from tilefit.diagnose.explain import Explanation, explain
@@ -57,9 +61,10 @@ class Diagnoser:
             self.scanner.close()
             self.closed = True
 
-    def read_file(self, path: str, *, workers: int | None = None) -> None:
+    def read_file(self, path: str, *, workers: int | None = None, progress: Progress | None = None) -> None:
         """Read a whole regular file; a large one is gated by `workers` processes (default: see
-        parallel.default_workers), with the same result as feeding it serially."""
+        parallel.default_workers), with the same result as feeding it serially. `progress`, when
+        given, is told the bytes read as the reading goes (they add up to the file's size)."""
         from tilefit.diagnose.parallel import PIECE, default_workers, scan_file
 
         workers = default_workers() if workers is None else workers
@@ -68,7 +73,8 @@ class Diagnoser:
 
             try:
                 self._counts = scan_file(path, self.tracker.process, workers=workers,
-                                         detail_lines=DETAIL_LINES, gate=self.tracker.rules.gate)
+                                         detail_lines=DETAIL_LINES, gate=self.tracker.rules.gate,
+                                         progress=progress)
                 self.closed = True
                 return
             except (BrokenProcessPool, ImportError, NotImplementedError, PermissionError):
@@ -76,13 +82,16 @@ class Diagnoser:
                 # over serially with fresh state.
                 self._start(self.tracker.rules)
         with open(path, "rb") as f:
-            self.read_stream(f)
+            self.read_stream(f, progress=progress)
 
-    def read_stream(self, stream: BinaryIO, chunk: int = CHUNK) -> None:
-        """Feed `stream` to its end in chunks (constant memory), then close."""
+    def read_stream(self, stream: BinaryIO, chunk: int = CHUNK, *, progress: Progress | None = None) -> None:
+        """Feed `stream` to its end in chunks (constant memory), then close; `progress` is told
+        each chunk's size."""
         read = stream.read
         while data := read(chunk):
             self.feed(data)
+            if progress is not None:
+                progress(len(data))
         self.close()
 
     def result(self, *, explain_it: bool = True) -> Diagnosis:

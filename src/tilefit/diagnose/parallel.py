@@ -200,9 +200,10 @@ class _Replay:
 
 
 def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate: Any = None,
-              piece: int = PIECE) -> tuple[int, int]:
+              piece: int = PIECE, progress: Any = None) -> tuple[int, int]:
     """Feed the tracker whose bound `process` method is given the lines of `path` that the serial
-    reader would; returns (lines, bytes). (`gate` is kept for callers: the tracker's rule set gates.)"""
+    reader would; returns (lines, bytes). (`gate` is kept for callers: the tracker's rule set gates.)
+    `progress`, when given, is told each piece's size once its lines are replayed."""
     tracker = process.__self__
     rules = tuple(cr.rule for cr in tracker.rules.rules)
     size = os.path.getsize(path)
@@ -211,7 +212,7 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
     replay = _Replay(tracker)
     with ProcessPoolExecutor(max_workers=workers) as ex:
         pending: deque[Future] = deque()
-        nxt = 0
+        nxt = taken = 0
         while nxt < len(starts) or pending:
             while nxt < len(starts) and len(pending) < 2 * workers:
                 s = starts[nxt]
@@ -227,6 +228,9 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
                 else:
                     replay.run(line, *payload)
             base += nlines
+            if progress is not None:  # pieces finish in order: this one started at starts[taken]
+                progress(min(size, starts[taken] + piece) - starts[taken])
+            taken += 1
     return base, size
 
 
