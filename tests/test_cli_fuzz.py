@@ -175,10 +175,11 @@ def _command_line(rng: random.Random, name: str, parser: argparse.ArgumentParser
 
 def _validate_only(monkeypatch) -> None:
     """tune stops after building its request; compare --measure measures nothing."""
-    from tilefit.cli import compare_cmd, tune_cmd
+    from tilefit.cli import tune_cmd
+    from tilefit.compare import data as compare_data
 
     monkeypatch.setattr(tune_cmd, "run", lambda args: (tune_cmd.build_request(args), 0)[1])
-    monkeypatch.setattr(compare_cmd, "_measure", lambda *a, **k: {})
+    monkeypatch.setattr(compare_data, "_measure", lambda *a, **k: {})
 
 
 def _run_in_process(argv: list[str]) -> tuple[int, str]:

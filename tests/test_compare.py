@@ -10,7 +10,7 @@ from tilefit.layout import Layout, plan_layer
 from tilefit.models import load_model
 from tilefit.perf.interconnect import default_interconnect, get_interconnect
 from tilefit.perf.moe_layer import Assumptions, compute_dtype, layer_time
-from tilefit.cli.compare_cmd import parse_layouts
+from tilefit.compare import parse_layouts
 
 
 def test_parse_layouts():

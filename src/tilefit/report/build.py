@@ -100,9 +100,7 @@ def _gpus(req: ReportRequest) -> int:
 def _deployment(req: ReportRequest, model: Any, gpu: Any, summary: list[str]) -> list[Section]:
     """The deployment's own sections: check's verdict per layout, the CUTLASS tactics of its arch,
     and TP vs EP from the performance model."""
-    import argparse
-
-    from tilefit.cli.compare_cmd import compare_data, parse_layouts
+    from tilefit.compare import CompareRequest, compare_data, parse_layouts
 
     gpus = _gpus(req)
     layouts = parse_layouts(req.layouts, gpus)
@@ -139,10 +137,10 @@ def _deployment(req: ReportRequest, model: Any, gpu: Any, summary: list[str]) ->
             "weights by kind, the KV-cache pool its rule allocates, start-up and runtime extras, and "
             "what is left (`tilefit plan --memory` gives the figures and their basis).",),
             (("memory", ms),)))
-    args = argparse.Namespace(model=req.model, gpu=req.gpu, gpus=gpus, layouts=req.layouts,
-                              batch=req.batches, interconnect=None, ep_comm="allreduce", measure=False,
-                              engine=None, engine_version=None)  # compare's own kernel rule
-    lc = _layout_curves(compare_data(args), "the performance model")
+    # No engine: compare's own kernel rule (Triton tiles), as `tilefit compare` without --engine.
+    request = CompareRequest(gpu=req.gpu, batches=req.batches, model=req.model, gpus=gpus,
+                             layouts=req.layouts)
+    lc = _layout_curves(compare_data(request), "the performance model")
     out.append(Section("layouts", f"TP vs EP, predicted: {lc.title}",
                        (*_crossover_lines(lc), "Model: `tilefit compare` (its assumptions are printed "
                         "there); measured points appear where a `compare --measure` JSON is given "
