@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "kernels": 2, "perf": 2, "layout": 2, "oracles": 2,
     "hw": 1, "models": 1,
     "__init__": 0, "errors": 0, "versions": 0, "settings": 0, "text": 0, "numeric": 0, "_io": 0, "_toml": 0,
+    "dtypes": 0,
 }
 
 

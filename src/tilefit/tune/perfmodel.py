@@ -14,10 +14,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tilefit.dtypes import elem_bytes
 from tilefit.layout.routing import expected_active_experts
 from tilefit.tune.targets.base import Routed, Tile, TuneShape
 
-ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8"))
 OUT_BYTES = 2  # bf16/fp16 output
 SCALE_BLOCK = 128  # fp8 block scales: one fp32 per 128x128 weight block
 

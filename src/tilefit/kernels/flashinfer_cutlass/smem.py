@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from tilefit._toml import load_package_toml
+from tilefit.dtypes import BITS
 from tilefit.errors import UsageError
 from tilefit.kernels.base import SmemFootprint, SmemTerm
 from tilefit.kernels.flashinfer_cutlass import calibration
@@ -22,7 +23,7 @@ BUILDER_CAPACITY = {"sm90": 232448, "sm100": 232448, "sm120": 101376}
 # Block-scaled dtypes: (bits per element in smem for A, for B, scale-factor vector size).
 # On the mixed MXF8F6F4 path FP4 occupies a whole byte in shared memory.
 BLOCK_SCALED = {"nvfp4": (4, 4, 16), "mxfp8-mxfp4": (8, 8, 32)}
-DENSE_BITS = {"fp8": 8, "bf16": 16}
+DENSE_BITS = {d: BITS[d] for d in ("fp8", "bf16")}
 
 
 @dataclass(frozen=True, slots=True)

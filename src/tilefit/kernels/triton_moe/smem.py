@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from tilefit._io import write_json_atomic as _write_json_atomic
+from tilefit.dtypes import elem_bytes
 from tilefit.hw.catalog import Arch
 from tilefit.versions import parse_version
 from tilefit.kernels.base import SmemFootprint, SmemTerm
 
-ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
+ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8"))
 # fp16 compiles to the same shared memory as bf16 (same element size and layouts); the tests
 # check a sample live. Calibration tables therefore hold "bf16" and "fp8" only.
 TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
