@@ -267,11 +267,12 @@ def test_diagnose_text_output_escapes_control_characters_from_the_log(cli, tmp_p
     assert "illegal^G instruction was^H encountered" in r.out
 
 
-def test_tune_progress_reads_the_time_from_the_result_when_the_event_has_none():
+def test_tune_progress_best_is_the_least_time_of_the_measured_events():
     from tilefit.cli.progress import TuneProgress
 
     p = TuneProgress(stream=io.StringIO())
     p("job", {"job": "gemm1", "batch": 1, "index": 0, "total": 1})
-    for result in ("12.50 us", "compile failed: x", "9.25 us", "does not fit: shared memory needs 1 > 0"):
-        p("measured", {"config": "c", "result": result})
+    for result, t in (("12.50 us", 12.5), ("compile failed: x", None), ("9.25 us", 9.25),
+                      ("does not fit: shared memory needs 1 > 0", None)):
+        p("measured", {"config": "c", "result": result, "time_us": t})
     assert p.timed == 4 and p.best == 9.25

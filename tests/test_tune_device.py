@@ -122,3 +122,32 @@ def test_cli_unknown_cc_is_exit_2(cli, local_gpu, tmp_path):
     r = cli("tune", "--model", "glm-5", "--ep", "8", "--out", str(tmp_path))
     assert r.code == 2 and "compute capability 7.5" in r.err and "Traceback" not in r.err
 
+
+
+def test_measured_events_carry_the_time(cli, local_gpu, monkeypatch, tmp_path):
+    """The tuner's "measured" events give time_us (the progress bar's best-so-far) for every
+    config that ran, and None for one that did not."""
+    from tilefit.tune import run as run_mod
+
+    local_gpu(_props())
+    real_tune, events = run_mod.tune, []
+
+    def tune_on_cpu(req, progress):
+        fake = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", gpu="l40s", grid="distinct")
+
+        def record(event, data):
+            events.append((event, data))
+            progress(event, data)
+
+        return real_tune(dataclasses.replace(req, target=fake, devices=(None,)), record)
+
+    monkeypatch.setattr(run_mod, "tune", tune_on_cpu)
+    r = cli("tune", "--model", "glm-5", "--ep", "8", "--batches", "1", "--out", str(tmp_path), *FAST)
+    assert r.code == 0, r.err
+    measured = [d for e, d in events if e == "measured"]
+    assert measured
+    for d in measured:
+        if d["result"].endswith(" us"):
+            assert d["time_us"] == pytest.approx(float(d["result"][:-3]), abs=0.006)  # the text rounds to 0.01 us
+        else:
+            assert d["time_us"] is None

@@ -27,15 +27,6 @@ def _clock(seconds: float) -> str:
         else f"{seconds // 60}:{seconds % 60:02d}"
 
 
-def _time_of(result: str) -> float | None:
-    """The time in an Ok result's description (tune.results.describe: '12.34 us'), for a tuner
-    whose "measured" event does not carry time_us itself."""
-    import re
-
-    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?) us", result.strip())
-    return float(m.group(1)) if m else None
-
-
 class Bar:
     """A bar for `total` units of work, drawn on stderr only when it is a terminal. Use as a
     context manager; `advance(n)` as the work goes."""
@@ -112,7 +103,7 @@ class TuneProgress:
                 print(f"tune: {self.current} ({self.done + 1}/{self.total})", file=self.stream, flush=True)
         elif event == "measured":
             self.timed += 1
-            t = data.get("time_us", _time_of(data.get("result", "")))
+            t = data.get("time_us")
             if t is not None and (self.best is None or t < self.best):
                 self.best = t
             if self.live:

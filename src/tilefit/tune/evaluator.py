@@ -141,7 +141,8 @@ class Evaluator:
         self.journal.record(self.name, key, batch, config, r)
         if isinstance(r, DoesNotFit):
             self.model_bugs.append(ModelBug(key, config, r))
-        self.progress("measured", {"config": config.label(), "result": describe(r)})
+        self.progress("measured", {"config": config.label(), "result": describe(r),
+                                   "time_us": r.time_us if isinstance(r, Ok) else None})
         return r
 
     def check(self, shape: TuneShape, batch: int, config: Any) -> Result:
