@@ -3,8 +3,8 @@
 
   PYTHONPATH=src python benchmarks/bench_smem_model.py [--arch sm120] [--oracle 8]
 
-Model: evaluations per second on one core over every config of the bf16 grid (1920) and the fp8
-block grid (640), for total_bytes (what a prefilter uses) and for verdict (footprint with its terms
+Model: evaluations per second on one core over every config of the bf16 and per-tensor fp8 grids
+(1920 each) and the fp8-block grid (640), for total_bytes (what a prefilter uses) and for verdict (footprint with its terms
 plus the judgement). Oracle: seconds per config for `--oracle N` random configs, with a fresh
 Triton cache and tilefit's cache off, early-stopped (default) and through the whole pipeline.
 """
@@ -36,7 +36,7 @@ def main() -> None:
     ap.add_argument("--oracle", type=int, default=8)
     a = ap.parse_args()
     arch = get_arch(a.arch)
-    for dtype in ("bf16", "fp8"):
+    for dtype in ("bf16", "fp8", "fp8-block"):
         grid = FAMILY.configs(arch, dtype)
         t0 = time.perf_counter()
         verdicts = [FAMILY.verdict(c, arch, dtype) for c in grid]

@@ -130,11 +130,11 @@ def jit_smem() -> list[dict]:
     samples = [MoEConfig(*v) for v in [(16, 32, 64, 1, 4, 2), (64, 128, 64, 16, 4, 3),
                (128, 256, 128, 16, 8, 4), (256, 256, 256, 64, 8, 5), (128, 128, 256, 1, 8, 5),
                (64, 256, 128, 32, 8, 4), (256, 128, 64, 1, 4, 3), (32, 256, 256, 1, 4, 5)]]
-    for dtype in ("bf16", "fp8"):
+    for dtype in ("bf16", "fp8-block"):
         for cfg in samples:
-            if dtype == "fp8" and (cfg.block_n % 128 or cfg.block_k % 128):
+            if dtype == "fp8-block" and (cfg.block_n % 128 or cfg.block_k % 128):
                 continue
-            if dtype == "fp8":
+            if dtype == "fp8-block":
                 a, a_s = quantize_fp8_groups(torch.randn(t, kk, device=DEV))
                 b, b_s = quantize_fp8_blocks(torch.randn(e, n, kk, device=DEV))
             else:

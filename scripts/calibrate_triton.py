@@ -2,7 +2,7 @@
 """Record the Triton compiler's shared memory for our fused-MoE kernel and refit the SMEM model.
 
 Compiles every distinct config (GROUP_SIZE_M only reorders blocks, so GROUP_SIZE_M=1 stands for all
-four) of the bf16 and fp8 grids for the given archs, in a process pool, and writes
+four) of the bf16, fp8 (per-tensor) and fp8-block (128x128 block scales) grids for the given archs, in a process pool, and writes
 src/tilefit/kernels/triton_moe/data/oracle_triton-<version>.json (the recorded oracle table the
 tests compare with) and calib_triton-<version>.json (the model's calibration, fitted from it).
 
@@ -39,7 +39,7 @@ def _compile(job, full=False):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--archs", default=None, help="comma-separated (default: every catalogued arch)")
-    p.add_argument("--dtypes", default="bf16,fp8")
+    p.add_argument("--dtypes", default="bf16,fp8,fp8-block")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", type=Path, default=DATA)
     p.add_argument("--fit-only", action="store_true", help="refit calibration from the recorded table")
@@ -59,10 +59,11 @@ def main(argv=None) -> int:
 
     version = triton.__version__
     table_path = a.out / f"oracle_triton-{version}.json"
-    table = json.loads(table_path.read_text()) if table_path.exists() else {}
+    # an older table's "fp8" is block-scaled: upgrade_table renames it before new entries join
+    table = smem.upgrade_table(json.loads(table_path.read_text())) if table_path.exists() else {}
     if table.get("kernel_hash") != fused_moe_kernel.cache_key:  # kernel changed: start afresh
-        table = {"triton_version": version, "kernel_hash": fused_moe_kernel.cache_key,
-                 "entries": {}}
+        table = {"format": smem.TABLE_FORMAT, "triton_version": version,
+                 "kernel_hash": fused_moe_kernel.cache_key, "entries": {}}
     rng = random.Random(0)
     if not a.fit_only:
         jobs = []

@@ -1,5 +1,5 @@
-"""The triton-moe SMEM model against the Triton compiler: the recorded oracle table (every bf16 and
-fp8 grid config on sm90 and sm120, every distinct config on sm80/86/89/100), and a few live
+"""The triton-moe SMEM model against the Triton compiler: the recorded oracle table (every bf16, fp8
+(per-tensor) and fp8-block (128x128 block scales) grid config on sm90 and sm120, every distinct config on sm80/86/89/100), and a few live
 compiles (marked slow). Also the family protocol and the oracle's disk cache.
 """
 
@@ -35,11 +35,11 @@ def _recorded(arch: str, dtype: str, cfg: MoEConfig) -> int:
 
 
 @pytest.mark.parametrize("arch", ["sm90", "sm120"])
-@pytest.mark.parametrize("dtype", ["bf16", "fp8"])
+@pytest.mark.parametrize("dtype", ["bf16", "fp8", "fp8-block"])
 def test_model_equals_oracle_on_every_grid_config(arch, dtype):
     a = get_arch(arch)
     grid = FAMILY.configs(a, dtype)
-    assert len(grid) == (1920 if dtype == "bf16" else 640)
+    assert len(grid) == (640 if dtype == "fp8-block" else 1920)
     bad = [(c.label(), smem.total_bytes(c, a, dtype), _recorded(arch, dtype, c)) for c in grid
            if smem.total_bytes(c, a, dtype) != _recorded(arch, dtype, c)
            or FAMILY.footprint(c, a, dtype).total != _recorded(arch, dtype, c)]
@@ -66,18 +66,19 @@ def test_recorded_table_belongs_to_the_current_kernel():
         "kernel.py changed: rerun scripts/calibrate_triton.py to re-record the oracle table")
 
 
-def test_sm120_fp8_128x256x128_needs_more_than_the_limit():
+@pytest.mark.parametrize("dtype", ["fp8", "fp8-block"])
+def test_sm120_fp8_128x256x128_needs_more_than_the_limit(dtype):
     a = get_arch("sm120")
-    cfg = FAMILY.parse_config("128,256,128,1,8,4", "fp8")
-    v = FAMILY.verdict(cfg, a, "fp8")
-    assert v.footprint.total == _recorded("sm120", "fp8", cfg)
+    cfg = FAMILY.parse_config("128,256,128,1,8,4", dtype)
+    v = FAMILY.verdict(cfg, a, dtype)
+    assert v.footprint.total == _recorded("sm120", dtype, cfg)
     assert v.status == EXCEEDS_SMEM and v.footprint.total > a.smem_per_block_optin == 101376
     assert v.footprint.dominant().name == "B stages"
 
 
 @settings(max_examples=200, deadline=None)
 @given(arch=st.sampled_from(["sm80", "sm86", "sm89", "sm90", "sm100", "sm120"]),
-       dtype=st.sampled_from(["bf16", "fp16", "fp8"]), data=st.data())
+       dtype=st.sampled_from(["bf16", "fp16", "fp8", "fp8-block"]), data=st.data())
 def test_footprint_terms_add_up_and_grow_with_stages(arch, dtype, data):
     a = get_arch(arch)
     if dtype not in FAMILY.dtypes(a):
@@ -149,7 +150,9 @@ def test_fit_recovers_known_parameters_from_a_synthetic_table():
     ("48,64,64,1,4,3", "bf16", "not a power of two"),
     ("16,64,64,1,4,6", "bf16", "outside the bf16 grid"),
     ("512,64,64,1,4,3", "bf16", "outside the bf16 grid"),
-    ("16,64,64,1,4,3", "fp8", "outside the fp8 grid"),
+    ("16,64,64,1,4,3", "fp8-block", "outside the fp8-block grid"),
+    ("16,64,64,1,4,3", "fp8_w8a8", "fp8 .per-tensor scales. or fp8-block"),
+    ("16,64,64,1,4,3", "e4m3", "does not say how the fp8 weights are scaled"),
     ("16,64,64,1,4", "bf16", "needs 6"),
     ("16,64,a,1,4,3", "bf16", "must be an integer"),
     ("16,64,64,1,4,3", "int4", "unknown dtype"),
@@ -226,8 +229,9 @@ def test_live_oracle_agrees_with_model_on_random_configs(tmp_path, monkeypatch):
     pytest.importorskip("triton")
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
     rng = random.Random()  # a fresh sample every run
-    picks = [("sm120", "bf16"), ("sm90", "bf16"), ("sm120", "fp8"), ("sm90", "fp8"),
-             (rng.choice(["sm80", "sm86", "sm89", "sm100"]), "bf16"), ("sm100", "fp8")]
+    picks = [("sm120", "bf16"), ("sm90", "bf16"), ("sm120", "fp8-block"), ("sm90", "fp8-block"),
+             (rng.choice(["sm80", "sm86", "sm89", "sm100"]), "bf16"), ("sm100", "fp8-block"),
+             ("sm90", "fp8"), (rng.choice(["sm89", "sm100", "sm120"]), "fp8")]
     checks = []
     for arch, dtype in picks:
         a = get_arch(arch)
@@ -275,3 +279,40 @@ def test_oracle_caches_on_disk_by_target(tmp_path, monkeypatch):
     files = list((tmp_path / "triton").iterdir())
     assert len(files) == 2 and all(f.suffix == ".json" for f in files)
     assert json.loads(files[0].read_text())["shared"] in (first.shared, other.shared)
+
+
+# ------------------------------------------------------------------ two fp8 dtypes
+
+def test_fp8_is_per_tensor_and_fp8_block_is_block_scaled():
+    a = get_arch("sm90")
+    assert tuple(FAMILY.dtypes(a)) == ("bf16", "fp16", "fp8", "fp8-block")
+    # per-tensor fp8 takes the whole grid, BLOCK_SIZE_K 64 included; fp8-block only 128-multiples
+    cfg = FAMILY.parse_config("64,64,64,1,4,3", "fp8")
+    assert not FAMILY.extrapolated(cfg, "fp8") and FAMILY.extrapolated(cfg, "fp8-block")
+    with pytest.raises(UsageError, match="outside the fp8-block grid"):
+        FAMILY.parse_config("64,64,64,1,4,3", "fp8-block")
+    # the recorded figures differ: per-tensor fp8 is the plain pipeline, fp8-block adds scale scratch
+    big = MoEConfig(128, 128, 128, 1, 4, 3)
+    assert _recorded("sm90", "fp8", big) == smem.total_bytes(big, a, "fp8") == (3 * (128 * 128 * 2))
+    assert smem.total_bytes(big, a, "fp8-block") == _recorded("sm90", "fp8-block", big)
+    assert FAMILY.default_config(a, "fp8", M=1, E=256).block_k == 128  # 16x64x128 bucket
+    assert FAMILY.default_config(a, "fp8", M=4096, E=256, topk=8).block_n == 256
+    assert FAMILY.default_config(a, "fp8-block", M=4096, E=256, topk=8).block_k == 128
+
+
+def test_tables_written_before_fp8_block_are_read_with_the_new_name():
+    # Before format 2 the family's only fp8 was block-scaled and named "fp8" (tilefit 3.6.0 tables).
+    old_table = {"triton_version": "3.6.0", "entries": {"sm90/fp8/64,128,128,4,3": 99, "sm90/bf16/16,32,64,4,2": 7}}
+    up = smem.upgrade_table(old_table)
+    assert up["format"] == 2 and up["entries"] == {"sm90/fp8-block/64,128,128,4,3": 99,
+                                                   "sm90/bf16/16,32,64,4,2": 7}
+    old_calib = {"triton_version": "3.6.0", "archs": {"sm90": {"bf16": 1, "fp8": 2}}}
+    assert smem.upgrade_table(old_calib)["archs"] == {"sm90": {"bf16": 1, "fp8-block": 2}}
+    # a format-2 table is left as it is: its "fp8" is per-tensor
+    assert smem.upgrade_table(TABLE) is TABLE and TABLE["format"] == 2
+    # the old shipped calibration (fp8 = block) refits to the same block-scaled figures
+    legacy = {**TABLE, "entries": {k.replace("/fp8-block/", "/fp8/"): v for k, v in TABLE["entries"].items()
+                                   if "/fp8/" not in k}}
+    del legacy["format"]
+    refit = smem.fit_calibration(legacy)
+    assert refit["archs"]["sm90"]["fp8-block"] == smem.fit_calibration(TABLE)["archs"]["sm90"]["fp8-block"]

@@ -1,8 +1,10 @@
 """The fused-MoE kernel's config (the six keys vLLM and SGLang store) and the grids tuners sweep.
 
 A config is a frozen value; `as_dict()` gives exactly the engines' JSON keys. The grids are the ones
-vLLM's benchmarks/kernels/benchmark_moe.py and SGLang's tuning_fused_moe_triton.py enumerate; fp8 with 128x128 block
-scales keeps only BLOCK_SIZE_N and BLOCK_SIZE_K that are multiples of the 128-wide scale block.
+vLLM's benchmarks/kernels/benchmark_moe.py and SGLang's tuning_fused_moe_triton.py enumerate. Two fp8
+dtypes, as everywhere in tilefit (tilefit/dtypes.py): "fp8" is e4m3 with per-tensor scales (the whole
+grid), "fp8-block" is e4m3 with 128x128 block scales, whose grid keeps only BLOCK_SIZE_N and
+BLOCK_SIZE_K that are multiples of the 128-wide scale block.
 """
 
 from __future__ import annotations
@@ -29,15 +31,20 @@ KEYS: tuple[str, ...] = tuple(GRID)
 # per group of 128 along K.
 FP8_BLOCK = 128
 
-DTYPES = ("bf16", "fp16", "fp8")
+DTYPES = ("bf16", "fp16", "fp8", "fp8-block")
 _DTYPE_ALIASES = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16",
-                  "half": "fp16", "fp8": "fp8", "fp8_w8a8": "fp8", "fp8-block": "fp8",
-                  "e4m3": "fp8", "float8_e4m3fn": "fp8"}
+                  "half": "fp16", "fp8": "fp8", "fp8-block": "fp8-block"}
+# Spellings that name e4m3 without saying how it is scaled: the engines' "fp8_w8a8" is both (their
+# file names add block_shape for the block-scaled kernel), so tilefit asks instead of guessing.
+_AMBIGUOUS_FP8 = ("fp8_w8a8", "e4m3", "float8_e4m3fn", "fp8e4m3", "fp8_e4m3")
 
 
 def canonical_dtype(dtype: str) -> str:
-    """'bfloat16' -> 'bf16', ...; unknown spellings are a UsageError listing the known ones."""
+    """'bfloat16' -> 'bf16', ...; unknown or ambiguous spellings are a UsageError listing the known ones."""
     key = str(dtype).strip().lower()
+    if key in _AMBIGUOUS_FP8:
+        raise UsageError(f"dtype {dtype!r} does not say how the fp8 weights are scaled; use fp8 "
+                         f"(per-tensor scales) or fp8-block (128x128 block scales)")
     if key not in _DTYPE_ALIASES:
         raise UsageError(f"unknown dtype {dtype!r} for triton-moe; use one of {', '.join(DTYPES)}")
     return _DTYPE_ALIASES[key]
@@ -76,9 +83,9 @@ class MoEConfig:
 
 
 def grid_axes(dtype: str) -> dict[str, tuple[int, ...]]:
-    """The grid's values per key for `dtype` (fp8 block-scaled keeps N, K multiples of 128)."""
+    """The grid's values per key for `dtype` (fp8-block keeps N, K multiples of 128)."""
     axes = dict(GRID)
-    if canonical_dtype(dtype) == "fp8":
+    if canonical_dtype(dtype) == "fp8-block":
         for key in ("BLOCK_SIZE_N", "BLOCK_SIZE_K"):
             axes[key] = tuple(v for v in axes[key] if v % FP8_BLOCK == 0)
     return axes
@@ -91,7 +98,7 @@ def in_grid(config: MoEConfig, dtype: str) -> bool:
 
 
 def grid_configs(dtype: str, grid: str = "full") -> list[MoEConfig]:
-    """The tuners' grid for `dtype` (1920 configs; fp8 block-scaled keeps N, K multiples of 128).
+    """The tuners' grid for `dtype` (1920 configs; fp8-block keeps N, K multiples of 128: 640).
 
     grid="full" is every config; grid="distinct" keeps GROUP_SIZE_M=1 only, one config per
     distinct shared-memory footprint (GROUP_SIZE_M only reorders blocks; see smem.py).

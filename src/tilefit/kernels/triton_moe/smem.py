@@ -5,7 +5,7 @@ What the compiler does (read off its figures, see scripts/calibrate_triton.py): 
 pipeliner keeps `buffers` copies of the A tile [BM, BK] and the B tile [BK, BN], where buffers is
 num_stages (Hopper wgmma / Blackwell tcgen05 paths, BLOCK_SIZE_M >= 64) or num_stages - 1 (mma.sync
 paths); a few configs add a small calibrated amount (mbarriers on sm100, layout-conversion scratch
-for the fp8 block scales). GROUP_SIZE_M only reorders program ids and never changes the figure.
+for the fp8-block scales). GROUP_SIZE_M only reorders program ids and never changes the figure.
 
   bytes = max((stages - offset[BM]) * (BM*BK + BK*BN) * elem + per_stage[g] * stages + const[g],
               epilogue_scratch[g])
@@ -28,10 +28,13 @@ from tilefit.hw.catalog import Arch
 from tilefit.versions import parse_version
 from tilefit.kernels.base import SmemFootprint, SmemTerm
 
-ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8"))
+ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8", "fp8-block"))
 # fp16 compiles to the same shared memory as bf16 (same element size and layouts); the tests
-# check a sample live. Calibration tables therefore hold "bf16" and "fp8" only.
-TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
+# check a sample live. Calibration tables therefore hold "bf16", "fp8" and "fp8-block" only.
+TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8-block": "fp8-block"}
+# Format 2 names per-tensor "fp8" and block-scaled "fp8-block"; tables without a format were written
+# when the family had block-scaled fp8 only and called it "fp8" (read by `upgrade_table`).
+TABLE_FORMAT = 2
 _FILE_RE = re.compile(r"^calib_triton-(\d+)\.(\d+)\.(\d+)\.json$")
 
 
@@ -46,6 +49,25 @@ def parse_table_key(key: str) -> tuple[str, str, tuple[int, int, int, int, int]]
     arch, dtype, vals = key.split("/")
     bm, bn, bk, w, s = map(int, vals.split(","))
     return arch, dtype, (bm, bn, bk, w, s)
+
+
+def upgrade_table(obj: dict[str, Any]) -> dict[str, Any]:
+    """An oracle table or calibration in format 2: an older one's "fp8" (then the family's only,
+    128x128 block-scaled, fp8) is renamed "fp8-block"; a format-2 one is returned as it is."""
+    if int(obj.get("format", 1)) >= TABLE_FORMAT:
+        return obj
+    out = {**obj, "format": TABLE_FORMAT}
+    if "entries" in obj:
+        out["entries"] = {_renamed_key(k): v for k, v in obj["entries"].items()}
+    if "archs" in obj:
+        out["archs"] = {arch: {("fp8-block" if d == "fp8" else d): c for d, c in per.items()}
+                        for arch, per in obj["archs"].items()}
+    return out
+
+
+def _renamed_key(key: str) -> str:
+    arch, dtype, vals = key.split("/")
+    return f"{arch}/{'fp8-block' if dtype == 'fp8' else dtype}/{vals}"
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:
@@ -66,12 +88,13 @@ def fit_calibration(table: dict[str, Any]) -> dict[str, Any]:
     epilogue's layout conversion needs more scratch than the pipeline buffers it reuses; that
     scratch is the group's floor.
     """
+    table = upgrade_table(table)
     groups: dict[tuple[str, str], dict[tuple[int, ...], dict[int, int]]] = defaultdict(
         lambda: defaultdict(dict))
     for key, shared in table["entries"].items():
         arch, dtype, (bm, bn, bk, w, s) = parse_table_key(key)
         groups[(arch, dtype)][(bm, bn, bk, w)][s] = int(shared)
-    out: dict[str, Any] = {"triton_version": table["triton_version"],
+    out: dict[str, Any] = {"format": TABLE_FORMAT, "triton_version": table["triton_version"],
                            "kernel_hash": table.get("kernel_hash", ""), "archs": {}}
     for (arch, dtype), by_group in sorted(groups.items()):
         elem = ELEM_BYTES[dtype]
@@ -125,8 +148,8 @@ def fit_calibration(table: dict[str, Any]) -> dict[str, Any]:
 def check_against_table(table: dict[str, Any], calib: dict[str, Any]) -> list[str]:
     """Lines for every recorded figure the calibration does not reproduce (should be none)."""
     bad = []
-    lookup = _lookup(calib)
-    for key, shared in table["entries"].items():
+    lookup = _lookup(upgrade_table(calib))
+    for key, shared in upgrade_table(table)["entries"].items():
         arch, dtype, values = parse_table_key(key)
         got = _bytes(lookup[(arch, dtype)], dtype, *values)
         if got != shared:
@@ -168,7 +191,7 @@ def load_calibration(version: str | None = None) -> dict[str, Any]:
     want = parse_version(text, "Triton version", "3.6.0") if text else ()
     pick = want if want in avail else max(avail)
     data = resources.files("tilefit.kernels.triton_moe") / "data" / avail[pick]
-    calib = json.loads(data.read_text())
+    calib = upgrade_table(json.loads(data.read_text()))
     calib["_requested"] = ".".join(map(str, want)) if want else ""
     calib["_lookup"] = _lookup(calib)
     return calib
@@ -240,7 +263,7 @@ def footprint(cfg: Any, arch: Arch, dtype: str) -> SmemFootprint:
         terms.append(SmemTerm("per-stage extra", per_stage * s,
                               f"{s} x {per_stage} B (barriers / scale buffers, calibrated)"))
     if const:
-        what = "fp8 scale layout scratch + barriers" if dtype == "fp8" else "barriers"
+        what = "fp8 block-scale layout scratch + barriers" if dtype == "fp8-block" else "barriers"
         terms.append(SmemTerm("scratch", const, f"{what}, calibrated"))
     pipeline = sum(t.bytes for t in terms)
     if scratch > pipeline:

@@ -16,7 +16,7 @@ from typing import Any
 from tilefit.kernels.triton_moe.config import FP8_BLOCK, MoEConfig, canonical_dtype
 
 # Triton's names for the element types.
-TRITON_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8e4nv"}
+TRITON_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8e4nv", "fp8-block": "fp8e4nv"}
 
 REPRESENTATIVE = {"N": 4096, "K": 6144, "E": 32, "tokens": 256, "topk": 8}
 
@@ -31,9 +31,12 @@ def oracle_args(config: MoEConfig, dtype: str, *, gemm: str = "gemm1",
     n, k, e, topk = s["N"], s["K"], s["E"], s["topk"]
     rows = s["tokens"] * topk
     a_rows_per_token = topk if gemm == "gemm1" else 1
-    scaled = dtype == "fp8"
+    # Per-tensor fp8 is the unscaled loop on e4m3 tiles: vLLM's fused_moe_kernel (0.11.0-0.33.0)
+    # multiplies the fp32 accumulator by its two scalar scales after the K loop, which adds no
+    # pipelined loads. fp8-block loads a scale per 128-wide K group inside the loop.
+    scaled = dtype == "fp8-block"
     elem = Pointer(TRITON_DTYPE[dtype])
-    out = Pointer("bf16" if scaled else TRITON_DTYPE[dtype])
+    out = Pointer("bf16" if dtype.startswith("fp8") else TRITON_DTYPE[dtype])
     f32, i32 = Pointer("fp32"), Pointer("i32")
     kg, ng = -(-k // FP8_BLOCK), -(-n // FP8_BLOCK)
     padded = rows + e * (config.block_m - 1)
