@@ -132,3 +132,36 @@ def test_engine_target_inputs_on_cpu():
     again = t._engine_inputs(shape, 5)
     assert again is p  # cached per batch; the weights are made once per shape
     assert t._engine_inputs(shape, 6)["w1"] is p["w1"]
+
+
+# ------------------------------------------------------------------ fp8 means per-tensor fp8
+
+FP8_TENSOR = str(__import__("pathlib").Path(__file__).parent / "fixtures" / "configs" / "qwen3-30b-fp8-tensor")
+
+
+def test_per_tensor_fp8_model_is_refused_not_tuned_as_block_scaled(cli, tmp_path):
+    # Before: TUNABLE_DTYPES mapped the checkpoint's per-tensor "fp8" to the block-scaled kernel and
+    # wrote ...,dtype=fp8_w8a8,block_shape=[128,128].json files the engine never reads for it.
+    r = cli("tune", "--model", FP8_TENSOR, "--tp", "4", "--target", "fake", "--batches", "1",
+            "--emit", "vllm", "--out", str(tmp_path), *FAST)
+    assert r.code == 2, (r.code, r.err)
+    assert "per-tensor fp8" in r.err and "--dtype bf16 or fp8-block" in r.err
+    assert r.err.strip().count("\n") == 0 and "Traceback" not in r.err
+    assert not any(tmp_path.rglob("*.json"))  # nothing tuned, nothing written
+
+
+@pytest.mark.parametrize("model", ["glm-5", "glm-5-fp8"])
+def test_typed_dtype_fp8_is_per_tensor_and_refused_with_what_to_pass(cli, tmp_path, model):
+    r = cli("tune", "--model", model, "--ep", "8", "--target", "fake", "--dtype", "fp8",
+            "--out", str(tmp_path), *FAST)
+    assert r.code == 2 and "--dtype fp8-block" in r.err and "Traceback" not in r.err
+
+
+def test_tune_shapes_name_block_scaled_fp8_fp8_block():
+    from tilefit.tune.targets.base import tune_dtype
+
+    assert tune_dtype(None, "fp8-block", "m") == "fp8-block"
+    assert tune_dtype("FP8-Block", "fp8", "m") == "fp8-block"  # typed: the user chose the kernel
+    assert TuneShape("gemm1", 32, 6144, 2048, 8, "fp8-block", 256).key().endswith(",fp8-block")
+    with pytest.raises(ValueError, match="fp8-block"):
+        TuneShape("gemm1", 32, 6144, 2048, 8, "fp8", 256)

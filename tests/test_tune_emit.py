@@ -62,9 +62,15 @@ def test_emitted_files_are_named_and_keyed_as_the_engines_read_them(cli, tmp_pat
         assert "tilefit" in side["tuned_kernel"]
 
 
-def test_fp8_files_carry_the_dtype_and_block_shape(cli, tmp_path):
-    data = _emit(cli, tmp_path, "--dtype", "fp8")
+@pytest.mark.parametrize("dtype", [(), ("--dtype", "fp8-block")])  # glm-5-fp8's own, or typed
+def test_fp8_block_files_carry_the_dtype_and_block_shape(cli, tmp_path, dtype):
+    r = cli("tune", "--model", "glm-5-fp8" if not dtype else "glm-5", "--ep", "8", "--target", "fake",
+            "--batches", BATCHES, "--emit", "vllm,sglang", "--out", str(tmp_path), "--json", *FAST, *dtype)
+    assert r.code == 0, r.err
+    data = r.json()
+    assert all(row["shape"].endswith(",fp8-block") for row in data["rows"])
     names = {p.rsplit("/", 1)[-1] for p in data["files"]}
+    assert "E=32,H=6144,I=2048,k=8,dtype=fp8-block,device_name=NVIDIA_H200.json" in names  # the store
     assert "E=32,N=2048,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json" in names
     assert any(n.endswith("dtype=fp8_w8a8,block_shape=[128, 128].json") for n in names)  # SGLang
     assert any(n.endswith("block_shape=[128, 128]_down.json") for n in names)

@@ -85,7 +85,8 @@ def test_journal_written_before_moeconfig_still_resumes(tmp_path):
         assert j.lookup("fake", shape, 64, MoEConfig(64, 128, 64, 16, 4, 4)) is None
         j.record("fake", shape, 1, cfg, Ok(9.5))
     new = json.loads(path.read_text().splitlines()[-1])
-    assert new["config"] == cfg.as_dict() and new["v"] == 1  # the format did not change
+    # the config's spelling did not change; the format did (2: "fp8-block" names block-scaled fp8)
+    assert new["config"] == cfg.as_dict() and new["v"] == 2
 
 
 def test_line_whose_config_lacks_a_key_is_usage_error(tmp_path):
@@ -199,3 +200,69 @@ def test_journal_that_is_a_fifo_is_refused_without_blocking(tmp_path):
     for resume in (True, False):
         with pytest.raises(UsageError, match="not a regular file"):
             Journal(tmp_path / "journal.jsonl", resume=resume, context={}, from_dict=MOE)
+
+
+# ------------------------------------------------------------------ fp8 renamed fp8-block
+
+def _committed_journal(name):
+    import gzip
+    from pathlib import Path
+
+    return gzip.decompress((Path(__file__).parents[1] / "benchmarks" / "results" / "tune_v3_journals"
+                            / name).read_bytes())
+
+
+def test_committed_fp8_journal_of_an_older_tilefit_resumes_as_fp8_block(tmp_path):
+    # benchmarks/results/tune_v3_journals/ep8_fp8_fast.jsonl.gz: GLM-5-FP8 EP8 on an H200, written
+    # when the tuner called 128x128 block-scaled fp8 "fp8" (format 1).
+    raw = _committed_journal("ep8_fp8_fast.jsonl.gz")
+    first = json.loads(raw.split(b"\n", 1)[0])
+    assert first["v"] == 1 and first["shape"].endswith(",k=8,fp8")
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(raw)
+    entries = list(read_entries(path, MOE))
+    assert entries and {e.shape.rsplit(",", 1)[1] for e in entries} == {"fp8-block"}
+    from tilefit.tune.targets.base import TuneShape
+
+    gemm1 = TuneShape("gemm1", 32, 6144, 2048, 8, "fp8-block", 256).key()
+    timed = next(e for e in entries if e.batch is not None and e.shape == gemm1)
+    with Journal(path, resume=True, context={"gpu": first["gpu"], "versions": first["versions"]},
+                 from_dict=MOE) as j:
+        assert j.resumed == len({e.key for e in entries}) and j.stale == 0
+        assert j.lookup(timed.target, gemm1, timed.batch, timed.config) == timed.result
+        j.record(timed.target, gemm1, 7, timed.config, Ok(1.0))
+    last = json.loads(path.read_text().splitlines()[-1])
+    assert last["v"] == 2 and last["shape"] == gemm1
+    # read again, the new line (format 2) keeps its name and the old ones are mapped as before
+    assert sum(e.shape == gemm1 for e in read_entries(path, MOE)) == \
+        sum(e.shape == gemm1 for e in entries) + 1
+
+
+def test_format_2_fp8_shape_keys_are_not_renamed(tmp_path):
+    line = json.loads(OLD_LINES[1])
+    line.update(v=2, shape="gemm1:E=32/256,H=6144,I=2048,k=8,fp8")
+    path = tmp_path / "j.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    assert [e.shape for e in read_entries(path, MOE)] == ["gemm1:E=32/256,H=6144,I=2048,k=8,fp8"]
+
+
+def test_store_written_with_the_old_fp8_name_is_found_and_read(tmp_path):
+    from tilefit.tune.store import find_store, load_store, lookup, store_name, write_tilefit_store
+    from tilefit.tune.targets.base import TuneShape
+
+    layer = TuneShape("gemm1", 32, 6144, 2048, 8, "fp8-block", 256)
+    cfg = MoEConfig(16, 128, 128, 1, 4, 3)
+    assert "dtype=fp8-block," in store_name("tilefit", layer, "NVIDIA H200")
+    assert find_store(tmp_path, "tilefit", layer, "NVIDIA H200") is None
+    # an older tilefit's store: format 1, dtype=fp8 in its name and its shape
+    old = tmp_path / "tilefit" / "E=32,H=6144,I=2048,k=8,dtype=fp8,device_name=NVIDIA_H200.json"
+    old.parent.mkdir()
+    old.write_text(json.dumps({"format": 1, "target": "tilefit", "shape": {**layer.as_dict(), "dtype": "fp8"},
+                               "gemm1": {"1": cfg.as_dict()}}))
+    assert find_store(tmp_path, "tilefit", layer, "NVIDIA H200") == old
+    assert load_store(old)["shape"]["dtype"] == "fp8-block"
+    assert lookup(old, "gemm1", 3, MOE_SPACE) == cfg
+    # once rewritten, the new name wins
+    new = write_tilefit_store(tmp_path, "tilefit", layer, "NVIDIA H200", {"gemm1": {1: cfg}}, {})
+    assert find_store(tmp_path, "tilefit", layer, "NVIDIA H200") == new != old
+    assert json.loads(new.read_text())["format"] == 2

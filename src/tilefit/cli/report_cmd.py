@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--arch", type=_names, metavar="smXX,...",
                    help="archs for the fit maps (default with a deployment: "
                         f"{','.join(DEFAULT_ARCHS)} and the GPU's own)")
-    p.add_argument("--dtype", default="bf16", metavar="bf16|fp16|fp8",
+    p.add_argument("--dtype", default="bf16", metavar="bf16|fp16|fp8|fp8-block",
                    help="the Triton fused-MoE kernel's dtype in the fit maps (default: %(default)s)")
     p.add_argument("--flashinfer", metavar="V", help="FlashInfer version whose tactics to draw "
                                                     "(default: newest catalogued)")

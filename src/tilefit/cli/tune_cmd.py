@@ -17,9 +17,6 @@ from tilefit.tune.device import local_gpus as _local_gpus
 from tilefit.tune.targets.registry import (
     CPU_TARGETS, ENGINE_TARGETS, PUBLIC_TARGETS, STANDARD_BATCHES, target_factory)
 
-TUNABLE_DTYPES = {"bf16": "bf16", "fp16": "fp16", "fp8-block": "fp8", "fp8": "fp8"}
-
-
 def _non_negative_int(text: str) -> int:
     """0..MAX_COUNT (0 turns the feature off); digits counted before conversion."""
     from tilefit.numeric import MAX_COUNT, bounded_int, shown
@@ -65,8 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", default="tilefit", metavar="|".join(PUBLIC_TARGETS),
                    help="which kernel to tune: tilefit's own, or the one vLLM / SGLang will run "
                         "(default: %(default)s)")
-    p.add_argument("--dtype", metavar="bf16|fp16|fp8",
-                   help="kernel data type (default: from the model's weights; fp8 = 128x128 block scales)")
+    p.add_argument("--dtype", metavar="bf16|fp16|fp8-block",
+                   help="kernel data type (default: from the model's weights; fp8-block = 128x128 "
+                        "block scales; per-tensor fp8 has no tunable kernel and is refused)")
     p.add_argument("--batches", type=int_list, default=STANDARD_BATCHES, metavar="B,B,...",
                    help="batch sizes (default: the 18 sizes the engines' tuners use)")
     p.add_argument("--strategy", default="fast", metavar="fast|exhaustive",
@@ -126,7 +124,7 @@ def build_request(args: argparse.Namespace) -> Any:
     from tilefit.tune.device import resolve_device
     from tilefit.tune.run import TuneRequest
     from tilefit.tune.strategies import get_strategy, make_options, parse_option_text
-    from tilefit.tune.targets.base import TargetSpec, TuneShape
+    from tilefit.tune.targets.base import TargetSpec, TuneShape, tune_dtype
     from tilefit.tune.workers import default_compile_workers
 
     target = "replay" if args.replay else args.target
@@ -151,15 +149,10 @@ def build_request(args: argparse.Namespace) -> Any:
     model = load_model(args.model)
     plan = plan_layer(model, Layout(tp=args.tp, ep=args.ep))
     weights = model.weights.name
-    dtype = TUNABLE_DTYPES.get(args.dtype, args.dtype) if args.dtype else TUNABLE_DTYPES.get(weights)
-    if target in ENGINE_TARGETS and dtype == "fp8" and not args.dtype:
-        raise UsageError(f"--target {target} tunes bf16/fp16 for now; {model.name} stores fp8 "
-                         f"weights: pass --dtype bf16, or use --target tilefit for fp8")
-    if args.dtype and dtype not in ("bf16", "fp16", "fp8"):
-        raise UsageError(f"unknown --dtype {args.dtype!r}; use bf16, fp16 or fp8 (128x128 block scales)")
-    if dtype not in ("bf16", "fp16", "fp8"):
-        raise UsageError(f"the Triton fused-MoE kernels tune bf16, fp16 and fp8 (128x128 blocks); "
-                         f"{model.name} stores {weights} weights: pass --dtype bf16 to tune the bf16 kernel")
+    dtype = tune_dtype(args.dtype, weights, model.name)
+    if target in ENGINE_TARGETS and dtype == "fp8-block" and not args.dtype:
+        raise UsageError(f"--target {target} tunes bf16/fp16 for now; {model.name} stores fp8-block "
+                         f"weights: pass --dtype bf16, or use --target tilefit for fp8-block")
     shape = TuneShape("gemm1", plan.local_experts, model.hidden_size, model.expert_width // args.tp,
                       model.top_k, dtype, model.num_experts)
     figures = None

@@ -1,6 +1,6 @@
 """The GPU's two ceilings, measured once at the start of a tuning run (a few seconds): the
 device-to-device copy bandwidth (bytes read + written) and the dense MMA rate for the tuned dtype
-(bf16/fp16: torch.matmul; fp8: torch._scaled_mm on e4m3). The run's floor ("% of floor") uses
+(bf16/fp16: torch.matmul; fp8 and fp8-block: torch._scaled_mm on e4m3). The run's floor ("% of floor") uses
 these; the catalog's figures are reported beside them. Random data, never zeros (zeros multiply
 faster on the tensor cores and would raise the ceiling).
 """
@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tilefit.dtypes import mma_dtype
 from tilefit.tune.perfmodel import Device
 
 COPY_BYTES = 1 << 30  # four times more than any L2 today, so the copy streams from DRAM
@@ -43,7 +44,9 @@ class Ceilings:
 
 
 def measure(base: Device, dtype: str, index: int = 0) -> Ceilings:
-    """Time the copy and the MMA on CUDA device `index` (median of triton's do_bench)."""
+    """Time the copy and the MMA on CUDA device `index` (median of triton's do_bench); the MMA is
+    `dtype`'s tensor-core path (fp8 and fp8-block: an e4m3 GEMM)."""
+    dtype = mma_dtype(dtype)
     import torch
     from triton.testing import do_bench
 

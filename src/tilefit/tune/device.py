@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tilefit.dtypes import mma_dtype
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import GPU, Arch, all_gpus, arch_for_cc, get_gpu
 
@@ -60,7 +61,9 @@ def device_properties(index: int) -> Any:
 def resolve_device(device_name: str, dtype: str, index: int = 0, *,
                    bandwidth_gbps: float | None = None,
                    peak_tflops: float | None = None) -> DeviceFigures:
-    """The perf-model figures for the GPU the driver calls `device_name` (device `index`)."""
+    """The perf-model figures for the GPU the driver calls `device_name` (device `index`);
+    peaks are keyed by `dtype`'s tensor-core path (fp8-block: the catalog's fp8)."""
+    dtype = mma_dtype(dtype)
     try:
         gpu = get_gpu(device_name)
     except UsageError:

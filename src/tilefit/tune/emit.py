@@ -43,10 +43,6 @@ def parse_engines(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-# The tuner's dtypes as the engines' weight dtypes: tune's "fp8" is 128x128 block-scaled.
-WEIGHT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8-block"}
-
-
 def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
                       winners: dict[str, dict[int, Any]], rows: dict[tuple[str, int], Row]
                       ) -> list[Path]:
@@ -69,7 +65,7 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
             gemm2, how = _down_configs(evaluator, layer, winners, rows, rounds)
         paths = get_engine(engine).write_tuned_configs(
             Path(req.out_dir) / engine, E=layer.experts, N=layer.width,
-            device_name=req.device_name, weight_dtype=WEIGHT_DTYPE[layer.dtype],
+            device_name=req.device_name, weight_dtype=layer.dtype,  # the engines' names
             gemm1={b: c.as_dict() for b, c in gemm1.items()},
             gemm2=None if gemm2 is None else {b: c.as_dict() for b, c in gemm2.items()},
             triton_version=triton)

@@ -7,7 +7,8 @@ written ("t", Unix seconds), and the context it was measured in: the GPU and the
 so a resumed run skips what is already measured, but only lines measured on the same GPU with the
 same Triton/torch (and engine) versions: after an upgrade the old lines are kept on disk and
 measured again (`Journal.stale` counts them). The same file doubles as a recorded landscape for
-the replay target.
+the replay target. Lines of format 1 (no "v", or "v": 1) were written when the tuner's only fp8
+was 128x128 block-scaled and called it "fp8": their shape keys are read as "fp8-block".
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from tilefit.errors import UsageError
 from tilefit.tune.results import Result, from_json, to_json
 
-FORMAT = 1
+FORMAT = 2
 # Versions that do not change a timing: tilefit's own is left out of the resume key, so that
 # resuming with a fixed CLI is not a re-measure (the kernel's code is keyed by Triton's cache).
 _UNKEYED_VERSIONS = ("tilefit",)
@@ -64,9 +65,16 @@ class Entry:
 def _entry(raw: bytes, from_dict: ConfigFromDict) -> Entry:
     """One journal line -> Entry; one of _NOT_AN_ENTRY when it is not one."""
     d = json.loads(raw)
-    return Entry(d["target"], d["shape"], d["batch"], from_dict(d["config"]),
+    return Entry(d["target"], _shape_key(d["shape"], d.get("v", 1)), d["batch"], from_dict(d["config"]),
                  from_json(d["result"]), d.get("t"),
                  {"gpu": d.get("gpu"), "versions": d.get("versions") or {}})
+
+
+def _shape_key(key: str, version: int) -> str:
+    """A line's shape key in today's dtype names ('...,k=8,fp8' of format 1 -> '...,k=8,fp8-block')."""
+    if int(version) < 2 and key.endswith(",fp8"):
+        return key + "-block"
+    return key
 
 
 _NOT_AN_ENTRY = (ValueError, KeyError, TypeError, AttributeError, UsageError)

@@ -14,13 +14,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tilefit.dtypes import elem_bytes
+from tilefit.dtypes import elem_bytes, mma_dtype
 from tilefit.layout.routing import expected_active_experts
 from tilefit.tune.targets.base import Routed, Tile, TuneShape
 
-ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8"))
+ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8-block"))
 OUT_BYTES = 2  # bf16/fp16 output
-SCALE_BLOCK = 128  # fp8 block scales: one fp32 per 128x128 weight block
+SCALE_BLOCK = 128  # fp8-block scales: one fp32 per 128x128 weight block
 
 # Ranking heuristics (not hardware facts): cost of a shallow pipeline, and of too many or too few
 # accumulator elements per thread. They break ties between configs the roofline rates alike.
@@ -42,7 +42,7 @@ class Device:
 
     @classmethod
     def from_gpu(cls, gpu: Any, dtype: str) -> Device:
-        peak = gpu.peak_tflops(dtype) or gpu.peak_tflops("bf16")
+        peak = gpu.peak_tflops(mma_dtype(dtype)) or gpu.peak_tflops("bf16")
         if not peak:
             raise ValueError(f"the catalog has no {dtype} peak for {gpu.name}")
         a = gpu.arch
@@ -66,7 +66,7 @@ def _bytes_and_flops(shape: TuneShape, batch: int, n: int, k: int,
     rows = shape.assignments(batch) if routed is None else routed.rows
     experts = active_experts(shape, batch) if routed is None else routed.experts
     weights = experts * n * k * elem
-    if shape.dtype == "fp8":
+    if shape.dtype == "fp8-block":
         weights += experts * math.ceil(n / SCALE_BLOCK) * math.ceil(k / SCALE_BLOCK) * 4
     a_rows = batch if (n, k) == (2 * shape.width, shape.hidden) else rows
     moved = weights + a_rows * k * elem + rows * n * OUT_BYTES

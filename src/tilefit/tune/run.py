@@ -143,7 +143,7 @@ class _Run:
             from tilefit.tune import ceilings
 
             dtypes = {s.dtype for s in req.shapes}
-            dtype = "fp8" if "fp8" in dtypes else sorted(dtypes)[0]
+            dtype = "fp8-block" if "fp8-block" in dtypes else sorted(dtypes)[0]
             try:
                 self.ceilings = ceilings.measure(perfmodel.Device.from_gpu(self.gpu, dtype),
                                                  dtype, req.devices[0] or 0)

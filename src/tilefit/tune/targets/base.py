@@ -16,6 +16,35 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 GEMMS = ("gemm1", "gemm2", "both")
+# The dtypes the tuner's kernels take. fp8 is 128x128 block-scaled only ("fp8-block", as everywhere in
+# tilefit): tilefit's kernel has no per-tensor-scaled fp8 path, and the engine targets run bf16/fp16.
+TUNE_DTYPES = ("bf16", "fp16", "fp8-block")
+
+
+def tune_dtype(typed: str | None, weights: str, model: str) -> str:
+    """The dtype to tune: `typed` (--dtype) if given, else the model's weight dtype. Per-tensor fp8
+    ("fp8") is refused either way rather than tuned as block-scaled: the engines read those
+    configs from other files (dtype=fp8_w8a8 with no block_shape)."""
+    from tilefit.errors import UsageError
+
+    if typed is not None:
+        d = str(typed).strip().lower()
+        if d == "fp8":
+            raise UsageError("--dtype fp8 is per-tensor fp8, which tilefit tune has no kernel for; "
+                             "pass --dtype fp8-block for 128x128 block-scaled fp8, or --dtype bf16")
+        if d not in TUNE_DTYPES:
+            raise UsageError(f"unknown --dtype {typed!r}; use bf16, fp16 or fp8-block (128x128 "
+                             f"block scales)")
+        return d
+    if weights == "fp8":
+        raise UsageError(f"{model} stores per-tensor fp8 weights, which tilefit tune has no kernel "
+                         f"for (the engines read dtype=fp8_w8a8 files without block_shape); tune "
+                         f"them with the engine's own tuner, or pass --dtype bf16 or fp8-block")
+    if weights not in TUNE_DTYPES:
+        raise UsageError(f"the Triton fused-MoE kernels tune bf16, fp16 and fp8-block (128x128 "
+                         f"blocks); {model} stores {weights} weights: pass --dtype bf16 to tune "
+                         f"the bf16 kernel")
+    return weights
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +62,14 @@ class TuneShape:
     hidden: int  # H
     width: int  # per-rank expert width I/tp (the N of the engines' file names)
     topk: int
-    dtype: str  # "bf16" | "fp16" | "fp8" (fp8: e4m3 with 128x128 block scales)
+    dtype: str  # "bf16" | "fp16" | "fp8-block" (e4m3 with 128x128 block scales)
     total_experts: int = 0  # 0: same as experts
 
     def __post_init__(self) -> None:
         if self.gemm not in GEMMS:
             raise ValueError(f"gemm must be one of {', '.join(GEMMS)}, got {self.gemm!r}")
+        if self.dtype not in TUNE_DTYPES:  # never tune per-tensor fp8 on the block-scaled kernel
+            raise ValueError(f"dtype must be one of {', '.join(TUNE_DTYPES)}, got {self.dtype!r}")
         if self.total_experts == 0:
             object.__setattr__(self, "total_experts", self.experts)
 
@@ -183,10 +214,10 @@ MOE_SPACE = ConfigSpace("triton-moe", moe_config_from_dict,
 
 def stand_in_default_config(shape: TuneShape, batch: int) -> Any:
     """The 'default config' of the CPU stand-in targets (fake, replay): a fixed pick from the grid
-    (fp8's grid has N, K multiples of 128), like the engines' small-batch / large-batch defaults;
+    (fp8-block's grid has N, K multiples of 128), like the engines' small-batch / large-batch defaults;
     only the speedup column depends on it."""
     from tilefit.kernels.triton_moe.config import MoEConfig
 
-    nk = 128 if shape.dtype == "fp8" else 64
+    nk = 128 if shape.dtype == "fp8-block" else 64
     small = batch * shape.topk <= shape.total_experts
     return MoEConfig(16, nk, nk, 1, 4, 3) if small else MoEConfig(64, nk, nk, 16, 4, 3)

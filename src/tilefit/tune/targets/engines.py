@@ -51,9 +51,9 @@ class _EngineTarget(TilefitMoETarget):
     engine = ""
 
     def space(self, shape: TuneShape) -> list[Any]:
-        if shape.dtype == "fp8":
+        if shape.dtype not in ("bf16", "fp16"):
             raise UsageError(f"--target {self.engine} tunes bf16/fp16 for now; use --target tilefit "
-                             f"for fp8, or --dtype bf16")
+                             f"for fp8-block, or --dtype bf16")
         return super().space(shape)
 
     def default_config(self, shape: TuneShape, batch: int) -> Any:

@@ -91,7 +91,7 @@ class FakeTarget:
 
     def smem_bytes(self, config: Any, shape: TuneShape) -> int:
         """The fake's shared-memory model: (stages - 1) x (BM + BN) x BK x bytes (a plain tiled matmul's form)."""
-        elem = 1 if shape.dtype == "fp8" else 2
+        elem = 1 if shape.dtype == "fp8-block" else 2
         return (config.num_stages - 1) * (config.block_m + config.block_n) * config.block_k * elem
 
     def fit_reason(self, config: Any, shape: TuneShape) -> Any:

@@ -35,7 +35,7 @@ FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misalig
                  "device-side assert", "CUDA error: an illegal instruction", "uncorrectable ECC")
 # bf16 accumulates in fp32; the bf16 output rounding bounds the error (2^-8 relative).
 CHECK_ROWS = 256
-TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "fp8": 6e-2}
+TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "fp8-block": 6e-2}
 
 
 class TilefitMoETarget:
@@ -154,7 +154,7 @@ class TilefitMoETarget:
             g = torch.Generator(device=self.device).manual_seed(self.seed)
             b = (torch.randn(shape.experts, n, k, generator=g, device=self.device) / 4).to(_half(shape))
             w: dict[str, Any] = {"b": b, "b_scale": None}
-            if shape.dtype == "fp8":
+            if shape.dtype == "fp8-block":
                 w["b"], w["b_scale"] = ops.quantize_fp8_blocks(b)
             self._inputs[key] = w
         return self._inputs[key]
@@ -178,7 +178,7 @@ class TilefitMoETarget:
         p: dict[str, Any] = {"ids": ids.to(self.device), "ids_cpu": ids, "w_cpu": weights,
                              "topk_weights": weights.reshape(-1).float().to(self.device),
                              "a": a, "a_scale": None, **self._weights(shape)}
-        if shape.dtype == "fp8":
+        if shape.dtype == "fp8-block":
             p["a"], p["a_scale"] = ops.quantize_fp8_groups(a)
         p["c"] = torch.empty(batch * shape.topk, n, dtype=_half(shape), device=self.device)
         self._inputs[key] = p
