@@ -196,7 +196,7 @@ class TableEngine:
         where the engine cannot. The checks here are the kernels' own limits."""
         if family == "triton-moe":
             if dtype in ("nvfp4", "mxfp4"):
-                raise UsageError(f"the Triton fused-MoE kernel takes bf16, fp16 and fp8 weights, "
+                raise UsageError(f"the Triton fused-MoE kernel takes bf16, fp16, fp8 and fp8-block weights, "
                                  f"not {dtype}; use --backend flashinfer-cutlass or auto")
             if dtype.startswith("fp8") and arch.cc < FP8_TENSOR_CORE_MIN_CC:
                 raise UsageError(f"{arch.name} has no FP8 tensor cores; the Triton fp8 MoE path needs "

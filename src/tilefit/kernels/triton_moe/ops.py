@@ -1,8 +1,8 @@
 """Python entry points of our fused-MoE kernel (torch + triton, imported lazily by callers):
 gemm1 (x @ w1^T for gate and up, N = 2I), the separate silu(gate)*up step, gemm2 (router weights
-applied) and the top-k sum; plus fp8 block quantisation helpers and a float32 torch reference.
+applied) and the top-k sum; plus fp8-block quantisation helpers and a float32 torch reference.
 
-Shapes: x [T, H]; w1 [E, 2I, H]; w2 [E, H, I]; topk_ids, topk_weights [T, k]. fp8: weight scales
+Shapes: x [T, H]; w1 [E, 2I, H]; w2 [E, H, I]; topk_ids, topk_weights [T, k]. fp8-block: weight scales
 [E, N/128, K/128], activation scales [rows, K/128] (per token, per group of 128 along K).
 """
 
@@ -91,7 +91,7 @@ def silu_and_mul(x: Any, out: Any = None) -> Any:
 def fused_moe(x: Any, w1: Any, w2: Any, topk_weights: Any, topk_ids: Any, config1: MoEConfig,
               config2: MoEConfig | None = None, *, w1_scale: Any = None, w2_scale: Any = None,
               expert_parallel: bool = False) -> Any:
-    """The MoE layer's expert part: [T, H] -> [T, H] (fp8 when w1_scale/w2_scale are given).
+    """The MoE layer's expert part: [T, H] -> [T, H] (fp8-block when w1_scale/w2_scale are given).
 
     With `expert_parallel`, topk_ids may hold -1 for assignments to other ranks' experts: those
     rows are never computed and contribute zero to the top-k sum (the caller all-reduces).
