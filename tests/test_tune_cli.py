@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -136,7 +137,8 @@ def test_engine_target_inputs_on_cpu():
 
 # ------------------------------------------------------------------ fp8 means per-tensor fp8
 
-FP8_TENSOR = str(__import__("pathlib").Path(__file__).parent / "fixtures" / "configs" / "qwen3-30b-fp8-tensor")
+# A Qwen3-30B-A3B config with per-tensor fp8 weights (quant_method fp8, no weight_block_size).
+FP8_TENSOR = str(Path(__file__).parent / "fixtures" / "configs" / "qwen3-30b-fp8-tensor")
 
 
 def test_per_tensor_fp8_model_is_refused_not_tuned_as_block_scaled(cli, tmp_path):
