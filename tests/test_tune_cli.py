@@ -32,7 +32,9 @@ def test_fake_run_json_and_files(cli, tmp_path):
         [("gemm1", 1), ("gemm1", 64), ("gemm2", 1), ("gemm2", 64)]
     for row in data["rows"]:
         assert row["config"] and row["time_us"] > 0 and 0 < row["pct_of_floor"] <= 100
-        assert row["trials"] <= 0.05 * (row["space"] - row["prefiltered"])
+        # 8% of the fitting space at the first batch size, 4.5% once a neighbour's winner seeds it
+        cap = 0.08 if row["batch"] == 1 else 0.045
+        assert row["trials"] <= cap * (row["space"] - row["prefiltered"])
     (path,) = data["files"]
     stored = json.loads(open(path).read())
     assert stored["shape"]["experts"] == 32 and stored["shape"]["width"] == 2048

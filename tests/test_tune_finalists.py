@@ -30,24 +30,32 @@ def _true_us(job, batch, config, seed=11):
     return FakeTarget(seed=seed, grid="distinct").time_us(config, LAYER.with_gemm(job), batch)
 
 
+NOISY_SEED = 14
+
+
 def test_noisy_search_timings_do_not_decide_the_pick(tmp_path):
     """The fake inflates the first timing of half its configs up to 4x (a compile burst under a
     host-timed launch). Picking by search timings then misses; re-timing the finalists in quiet
-    picks within 2% of every config the search measured best, once both are re-timed."""
-    quiet = tune(_request(tmp_path / "quiet", rounds=5))
-    noisy = tune(_request(tmp_path / "noisy", rounds=0))
+    picks within 2% of every config the search measured best, once both are re-timed. (Seed 14:
+    a landscape where the noise does spoil a pick; on most seeds the fast strategy's 8% first
+    search and nearest-winner seeds already find the best despite it.)"""
+    seed = NOISY_SEED
+    quiet = tune(_request(tmp_path / "quiet", rounds=5, seed=seed))
+    noisy = tune(_request(tmp_path / "noisy", rounds=0, seed=seed))
     missed = 0
     for q, n in zip(quiet.rows, noisy.rows):
         assert (q.job, q.batch) == (n.job, n.batch)
         fastest_in_search = min((f for f in q.finalists if f.search_us is not None),
                                 key=lambda f: f.search_us)
         assert q.time_us <= 1.02 * fastest_in_search.median_us
-        assert q.time_us == pytest.approx(_true_us(q.job, q.batch, q.config))  # medians are true
-        best_finalist = min(_true_us(q.job, q.batch, f.config) for f in q.finalists)
-        assert _true_us(q.job, q.batch, q.config) <= 1.02 * best_finalist
-        assert q.default_us == pytest.approx(_true_us(q.job, q.batch,
-                                                      FakeTarget().default_config(LAYER, q.batch)))
-        missed += _true_us(n.job, n.batch, n.config) > 1.02 * _true_us(q.job, q.batch, q.config)
+        # medians are true
+        assert q.time_us == pytest.approx(_true_us(q.job, q.batch, q.config, seed))
+        best_finalist = min(_true_us(q.job, q.batch, f.config, seed) for f in q.finalists)
+        assert _true_us(q.job, q.batch, q.config, seed) <= 1.02 * best_finalist
+        assert q.default_us == pytest.approx(_true_us(
+            q.job, q.batch, FakeTarget().default_config(LAYER, q.batch), seed))
+        missed += (_true_us(n.job, n.batch, n.config, seed)
+                   > 1.02 * _true_us(q.job, q.batch, q.config, seed))
     assert missed >= 1  # the noise does spoil picks made from search timings alone
 
 
@@ -131,3 +139,4 @@ def test_resume_after_an_upgrade_measures_again_and_says_so(tmp_path):
     assert again.resumed_entries == 0 and again.stale_entries > 0
     assert any(e == "warning" and "measured again" in d["message"] for e, d in events)
     assert again.stale_contexts == ("NVIDIA H200, fake 11",)
+

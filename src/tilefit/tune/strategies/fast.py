@@ -1,8 +1,8 @@
 """Fast search: the performance model ranks the space, measurements correct the model, and the
 search spends its few trials where the corrected model and the neighbourhood of the best agree.
 
-1. Measure the winners of neighbouring batch sizes, the target's default config and the model's
-   top few.
+1. Measure the winners of the nearest batch sizes (`seeds` of them), the target's default config
+   and the model's top few.
 2. Repeat until the trial cap: fit a separable correction to the model (a ridge regression of
    log(measured/predicted) on the axis values), re-rank every unmeasured
    config by corrected prediction, and measure one chunk: half the best-ranked one-step
@@ -10,7 +10,12 @@ search spends its few trials where the corrected model and the neighbourhood of 
    best-ranked configs anywhere. Configs not compiled yet rank behind compiled ones unless
    predicted `cold_margin` faster (on synthetic landscapes: 16% instead of 22% of the space
    compiled over 18 batch sizes, same picks).
-The cap defaults to 4.5% of the space: under a twentieth of an exhaustive sweep's trials.
+The cap is 8% of the space for a search with no neighbouring winner (the first batch size of a
+job) and 4.5% once neighbours' winners seed it: over a run of batch sizes, about a twentieth of an
+exhaustive sweep's trials. On the H200 landscapes swept in full (benchmarks/results/
+tune_v3_journals), 4.5% at the first batch size left three of the eight batch-1 searches 1.4-3.6%
+behind the sweep's best; 8% left none beyond 1%. Far batch sizes' winners are not seeds: a batch
+4096 search gains nothing from measuring the batch-1 winner (`seeds`, 3 by default).
 """
 
 from __future__ import annotations
@@ -27,9 +32,16 @@ class Options:
     top: int = 8  # model-ranked configs measured first
     beam: int = 3  # best configs whose neighbourhoods are explored
     chunk: int = 8  # configs measured at once (parallel compiles)
-    max_fraction: float = 0.045  # trial cap as a fraction of the space
+    max_fraction: float = 0.08  # trial cap as a fraction of the space (no seed measured)
     min_trials: int = 16  # ... but at least this many
     seeded_fraction: float = 0.045  # the cap when neighbouring batches' winners seed the search
+    seeds: int = 3  # nearest batch sizes' winners measured first (0: every one given)
+    # A seeded search may stop early once `patience` chunks in a row (after `min_trials`) improved
+    # the best by less than `min_gain` and the best's one-step neighbours are all measured. Off
+    # by default: on the H200 landscapes patience 2 cut seeded searches' trials by ~40% with no
+    # pick beyond 1%, but on the synthetic landscapes (tests) 14 of 108 searches ended beyond 2%.
+    patience: int = 0
+    min_gain: float = 0.01
     ridge: float = 1.0  # regularisation of the model correction
     # A config not compiled yet (not in space.warm) must be predicted this much faster than a
     # compiled one to be tried first: compiles, not timings, dominate a GPU run's cost.
@@ -107,10 +119,22 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
 
     warm = space.warm
     compile_cost = math.log1p(opts.cold_margin)
-    first = [c for c in (*space.seeds, space.baseline if opts.baseline else None)
+    seeds = space.seeds[:opts.seeds] if opts.seeds > 0 else space.seeds
+    first = [c for c in (*seeds, space.baseline if opts.baseline else None)
              if c is not None and c in known]
     t.measure(first + order[:opts.top])
+    stale = 0  # chunks in a row without a gain of min_gain
     while not t.exhausted:
+        if seeded and opts.patience and stale >= opts.patience and len(t.results) >= opts.min_trials:
+            # Stop only at a local optimum: the best's one-step neighbours all measured (a
+            # neighbour along one axis is where a stalled search most often left the best).
+            best = t.best()[0]
+            hood = [n for n in _neighbours(best, axes, values, index) if n not in t.results]
+            if not hood or not t.measure(hood) or t.best()[0] == best:
+                break
+            stale = 0
+            continue
+        before = t.best()[1]
         corr = _corrections(t, predicted, opts.ridge, axes)
 
         def score(c: Any) -> tuple[float, Any]:
@@ -132,4 +156,5 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
             pick.append(c)
         if not t.measure(pick):
             break
+        stale = 0 if t.best()[1] < before / (1.0 + opts.min_gain) else stale + 1
     return t.result()
