@@ -60,7 +60,7 @@ def test_noisy_search_timings_do_not_decide_the_pick(tmp_path):
 
 
 def test_journal_keeps_search_timings_and_every_round(tmp_path):
-    report = tune(_request(tmp_path, rounds=3, finalists=2))
+    report = tune(_request(tmp_path, rounds=3, finalists=2, drop=0.0))
     entries = list(read_entries(tmp_path / JOURNAL, MOE_SPACE.from_dict))
     for row in report.rows:
         shape = LAYER.with_gemm(row.job).key()
@@ -74,6 +74,22 @@ def test_journal_keeps_search_timings_and_every_round(tmp_path):
         assert row.trials <= searched <= row.trials + 1  # + the default, if outside the space
     summary = (tmp_path / "tune_summary.json").read_text()
     assert '"rounds_us"' in summary and '"search_us"' in summary
+
+
+def test_finalists_clearly_behind_stop_early_and_the_picks_stay(tmp_path):
+    """With `drop`, a finalist whose fastest round is over 3% behind the leading median after two
+    rounds runs no more rounds: fewer timings, the same picks as with every round run."""
+    full = tune(_request(tmp_path / "full", rounds=5, drop=0.0))
+    short = tune(_request(tmp_path / "short", rounds=5, drop=0.03))
+    timings = {name: sum(len(f.rounds_us) for r in rep.rows for f in r.finalists)
+               for name, rep in (("full", full), ("short", short))}
+    assert timings["short"] < timings["full"]
+    for a, b in zip(full.rows, short.rows):
+        assert (a.job, a.batch, a.config) == (b.job, b.batch, b.config)
+        for f in b.finalists:
+            assert len(f.rounds_us) >= 2
+            if len(f.rounds_us) < 5 and f.config != b.config:  # left early: it was clearly behind
+                assert min(f.rounds_us) > 1.03 * b.time_us
 
 
 def test_exhaustive_best_is_retimed_with_the_pick(tmp_path):
@@ -140,3 +156,43 @@ def test_resume_after_an_upgrade_measures_again_and_says_so(tmp_path):
     assert any(e == "warning" and "measured again" in d["message"] for e, d in events)
     assert again.stale_contexts == ("NVIDIA H200, fake 11",)
 
+
+class _OpsPool:
+    """A benchmark pool that records each request's op and answers a fixed time."""
+
+    size, restarts = 1, 0
+
+    def __init__(self):
+        self.ops = []
+
+    def call(self, op, config, shape, batch):
+        self.ops.append(op)
+        return None if op in ("compile", "check") else Ok(10.0)
+
+
+def test_searches_probe_and_finalists_run(tmp_path):
+    """A search's timings ask the target for its short `probe` timing; the re-timing rounds
+    that decide the pick ask for the full `run`."""
+    from tilefit.tune.finalists import retime
+
+    with Journal(tmp_path / "j.jsonl", resume=False, context={},
+                 from_dict=MOE_SPACE.from_dict) as j:
+        bench = _OpsPool()
+        ev = Evaluator("fake", FakeTarget(), j, _OpsPool(), bench, [], lambda e, d: None)
+        configs = FakeTarget(grid="distinct").space(LAYER)[:3]
+        ev(LAYER, 16, configs)
+        assert bench.ops == ["probe"] * 3
+        retime(ev, LAYER, 16, [(c, ("fast",), 10.0) for c in configs], rounds=2)
+        assert bench.ops[3:] == ["run"] * 6
+        ev.close()
+
+
+def test_a_worker_answers_probe_with_run_when_the_target_has_no_probe(tmp_path):
+    from tilefit.tune.workers import WorkerPool
+
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=3, grid="distinct")
+    config = FakeTarget(grid="distinct").space(LAYER)[0]
+    with WorkerPool(spec, [None], timeout=30.0) as pool:
+        probed = pool.call("probe", config, LAYER, 16)
+        ran = pool.call("run", config, LAYER, 16)
+    assert isinstance(probed, Ok) and probed == ran

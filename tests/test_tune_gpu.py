@@ -60,3 +60,18 @@ def test_decode_batches_are_timed_as_graph_replays_without_the_host_launch():
     launch = target._launch(config, shape, 1)
     events_us = 1000.0 * do_bench(launch, warmup=2, rep=10, return_mode="median")
     assert 0 < graph_us < events_us
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch", [1, 4096])
+def test_a_search_probe_agrees_with_the_full_timing(batch):
+    """`probe` (a search's short timing) times the same thing as `run` on a smaller budget: within
+    10% of it at a graph-timed and an event-timed batch size."""
+    from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
+
+    target = TilefitMoETarget(gpu="h200")
+    shape = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+    config = MoEConfig(16, 64, 128, 1, 4, 4) if batch == 1 else MoEConfig(64, 128, 64, 1, 4, 3)
+    full = target.run(config, shape, batch)
+    probe = target.probe(config, shape, batch)
+    assert 0.9 * full < probe < 1.1 * full

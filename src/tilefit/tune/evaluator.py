@@ -1,7 +1,8 @@
 """How a search's configs get measured: journal first, then compile (CPU pool) -> run (GPU pool)
 per config on its own thread; idle compile workers prefetch the configs the performance model
 ranks highest; `quiet()` holds every prefetch back while finalists are re-timed, so no compile
-shares the host with a timing that a host-side launch could spoil.
+shares the host with a timing that a host-side launch could spoil. A search's timings only rank
+configs (its best few are re-timed in quiet), so they use the target's shorter `probe` timing.
 """
 
 from __future__ import annotations
@@ -123,9 +124,11 @@ class Evaluator:
             with self._lock:
                 del self._compiling[(key, config)]
 
-    def measure(self, shape: TuneShape, batch: int, config: Any, key: str | None = None) -> Result:
+    def measure(self, shape: TuneShape, batch: int, config: Any, key: str | None = None,
+                probe: bool = False) -> Result:
         """One timing of a compiled `config`, journaled under `key` (default: the shape's key;
-        re-timing rounds use their own keys, so each round is a line of its own)."""
+        re-timing rounds use their own keys, so each round is a line of its own); `probe`: the
+        target's shorter ranking timing (a search's), else its full one."""
         key = key or shape.key()
         done = self.journal.lookup(self.name, key, batch, config)
         if done is not None:
@@ -137,7 +140,7 @@ class Evaluator:
         compiled = self.compiled(shape, config)
         if not isinstance(compiled, Ok):
             return compiled
-        r = self.bench_pool.call("run", config, shape, batch)
+        r = self.bench_pool.call("probe" if probe else "run", config, shape, batch)
         self.journal.record(self.name, key, batch, config, r)
         if isinstance(r, DoesNotFit):
             self.model_bugs.append(ModelBug(key, config, r))
@@ -157,7 +160,8 @@ class Evaluator:
         return known
 
     def __call__(self, shape: TuneShape, batch: int, configs: Sequence[Any]) -> list[Result]:
-        futures = [self._lanes.submit(self.measure, shape, batch, c) for c in configs]
+        """A search's evaluate(configs): probe timings, in parallel, results in input order."""
+        futures = [self._lanes.submit(self.measure, shape, batch, c, None, True) for c in configs]
         return [f.result() for f in futures]
 
 

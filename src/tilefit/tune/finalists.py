@@ -8,6 +8,12 @@ own (shape key "retime<r>:..."), beside the search's lines, so a resumed run re-
 
 The pick is the fastest median of configs the run measured side by side, so it is never slower
 than the best config the search measured once both are re-timed together.
+
+Rounds stop early for configs that are clearly out: after two rounds, a finalist whose fastest
+round is over `drop` (3%) slower than the leading median leaves the rounds (its median stays from
+the rounds it ran), and the rounds end when one finalist is left. In the H200 runs of issue 17
+most rows had one or two finalists within 1% and the rest 3-30% behind, so most of the 5 x 5
+timings went to configs that could not win.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from tilefit.tune.targets.base import TuneShape
 
 FINALISTS = 4  # best configs of each search re-timed
 ROUNDS = 5  # interleaved rounds; the median is kept
+DROP = 0.03  # after two rounds, finalists whose fastest round is this far behind the lead stop
 
 
 def gather(groups: Iterable[tuple[str, Sequence[tuple[Any, Result | None]]]], top: int
@@ -44,18 +51,25 @@ def gather(groups: Iterable[tuple[str, Sequence[tuple[Any, Result | None]]]], to
 
 def retime(evaluator: Any, shape: TuneShape, batch: int,
            finalists: Sequence[tuple[Any, tuple[str, ...], float | None]],
-           rounds: int = ROUNDS) -> list[Retimed]:
-    """Each finalist timed once per round, in quiet (see the module docstring)."""
+           rounds: int = ROUNDS, drop: float = DROP) -> list[Retimed]:
+    """Each finalist timed once per round, in quiet, until it is out (see the module docstring;
+    `drop` 0: every finalist runs every round)."""
     configs = [c for c, _, _ in finalists]
     for c in configs:  # a config given from another run may not be compiled yet: not in quiet
         evaluator.compiled(shape, c)
     times: dict[Any, list[float]] = {c: [] for c in configs}
+    live = list(configs)
     with evaluator.quiet():
         for r in range(rounds):
-            shift = r % max(1, len(configs))
-            for c in configs[shift:] + configs[:shift]:
+            shift = r % max(1, len(live))
+            for c in live[shift:] + live[:shift]:
                 result = evaluator.measure(shape, batch, c, key=f"retime{r}:{shape.key()}")
                 times[c].append(time_of(result))
+            if drop > 0 and r >= 1 and live:
+                lead = min(Retimed(c, tuple(times[c]), None, ()).median_us for c in live)
+                live = [c for c in live if min(times[c]) <= (1.0 + drop) * lead]
+                if len(live) <= 1:
+                    break
     return [Retimed(c, tuple(times[c]), t, sources) for c, sources, t in finalists]
 
 

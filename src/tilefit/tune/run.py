@@ -20,7 +20,7 @@ from typing import Any
 
 from tilefit._io import write_json_atomic
 from tilefit.tune import perfmodel
-from tilefit.tune.finalists import FINALISTS, ROUNDS, gather, ranked, retime
+from tilefit.tune.finalists import DROP, FINALISTS, ROUNDS, gather, ranked, retime
 from tilefit.tune.device import DeviceFigures
 from tilefit.tune.evaluator import Evaluator, Predictions, Progress
 from tilefit.tune.journal import Journal
@@ -59,6 +59,7 @@ class TuneRequest:
     prefetch: float = PREFETCH  # fraction of each GEMM's fitting configs precompiled by idle workers
     finalists: int = FINALISTS  # best configs of each search re-timed in quiet
     rounds: int = ROUNDS  # re-timing rounds (0: pick by the search's own timings)
+    drop: float = DROP  # finalists this far behind after two rounds stop (0: all run every round)
     measure_ceilings: bool = False  # time the GPU's copy and MMA rates first (needs CUDA here)
     emit: tuple[str, ...] = ()  # engines whose config files to write too ("vllm", "sglang")
     given: tuple[tuple[str, int, Any], ...] = ()  # (job, batch, config) re-timed with the finalists
@@ -275,7 +276,7 @@ class _Run:
                 found: list[tuple[Any, tuple[str, ...], float | None]]) -> list[Retimed]:
         if self.req.rounds <= 0:  # the search's own timings decide
             return [Retimed(c, (t,) if t is not None else (), t, s) for c, s, t in found]
-        return retime(self.evaluator, shape, batch, found, self.req.rounds)
+        return retime(self.evaluator, shape, batch, found, self.req.rounds, self.req.drop)
 
     def _checked_best(self, shape: TuneShape, batch: int, chosen: list[Retimed]) -> Retimed | None:
         """The fastest finalist whose output matches the target's reference (a mismatch is

@@ -174,6 +174,9 @@ class Target(Protocol):
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
         """Median kernel time in microseconds."""
 
+    # Optional: `probe(config, shape, batch) -> float`, a shorter timing of the same kind that
+    # searches use to rank configs (their best few are re-timed with `run`); without it, `run`.
+
     def timing(self, shape: TuneShape, batch: int) -> str:
         """How `run` times this batch size, for the summary (e.g. "cuda-graph", "events")."""
 

@@ -12,6 +12,8 @@ region. Two timings, as the engines run the kernel:
   of a model much larger than L2 does (a graph of one buffer would read a small expert set from L2).
 - larger batches: triton.testing.do_bench (CUDA events around each launch, L2 cleared between
   repeats, median), as the engines' tuners time every batch.
+A search ranks its configs with `probe`, the same timing on a shorter budget (fewer graph replays,
+a shorter do_bench); `run`'s full budget is spent on the few configs re-timed for the pick.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from tilefit.tune.targets.base import MOE_SPACE, Routed, TuneShape
 
 SEED = 0
 WARMUP_MS, REP_MS = 10, 40  # do_bench budgets per config (ms)
+# A search's ranking timings: the budgets the H200 exhaustive sweeps of issue 17 ran with; they
+# only rank, and the search's best few are re-timed on `run`'s budget before anything is picked.
+PROBE_WARMUP_MS, PROBE_REP_MS = 1, 5
+MIN_REPLAYS, PROBE_MIN_REPLAYS = 4, 3  # graph replays timed at least (the first is left out)
 # The CUDA-graph batch limit when no engine setting is given: batches up to it are graph-timed.
 GRAPH_MAX_BATCH = 256
 GRAPH_LAUNCHES = 24  # launches captured in one graph (at least; a multiple of the weight copies)
@@ -45,13 +51,15 @@ class TilefitMoETarget:
 
     def __init__(self, *, gpu: str, seed: int = SEED, device: str = "cuda",
                  warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS, jobs: Any = None,
-                 arch: str = "", graph_max_batch: int = GRAPH_MAX_BATCH):
+                 arch: str = "", graph_max_batch: int = GRAPH_MAX_BATCH,
+                 probe_warmup_ms: float = PROBE_WARMUP_MS, probe_rep_ms: float = PROBE_REP_MS):
         self.gpu = gpu
         self.arch_name = arch  # set for a GPU not in the catalog: its arch read from the device
         if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
             self.jobs = tuple(jobs)
         self.seed = seed
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
+        self.probe_warmup_ms, self.probe_rep_ms = probe_warmup_ms, probe_rep_ms
         self.graph_max_batch = graph_max_batch
         self.device = device  # "cpu" only for `check` under TRITON_INTERPRET=1 (tests)
         self._inputs: dict[Any, Any] = {}
@@ -227,21 +235,26 @@ class TilefitMoETarget:
         return launch
 
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
+        return self._time(config, shape, batch, self.warmup_ms, self.rep_ms, MIN_REPLAYS)
+
+    def probe(self, config: Any, shape: TuneShape, batch: int) -> float:
+        """`run` on the search's shorter budget (the module docstring says why)."""
+        return self._time(config, shape, batch, self.probe_warmup_ms, self.probe_rep_ms,
+                          PROBE_MIN_REPLAYS)
+
+    def _time(self, config: Any, shape: TuneShape, batch: int, warmup_ms: float, rep_ms: float,
+              min_replays: int) -> float:
         import torch
         from triton.testing import do_bench
 
         if self.timing(shape, batch) == GRAPH:
-            return self._graph_us(config, shape, batch)
+            # Graph replays rotating over the weight copies: microseconds per launch.
+            launches = [self._launch(config, shape, batch, w) for w in self.rotated_weights(shape)]
+            return replay_us(launches, warmup_ms + rep_ms, min_replays)
         launch = self._launch(config, shape, batch)
         launch()  # compile (a cache hit after the CPU pool) and surface launch errors untimed
         torch.cuda.synchronize()
-        return 1000.0 * float(do_bench(launch, warmup=self.warmup_ms, rep=self.rep_ms,
-                                          return_mode="median"))
-
-    def _graph_us(self, config: Any, shape: TuneShape, batch: int) -> float:
-        """Microseconds per launch in graph replays rotating over the weight copies."""
-        launches = [self._launch(config, shape, batch, w) for w in self.rotated_weights(shape)]
-        return replay_us(launches, self.warmup_ms + self.rep_ms)
+        return 1000.0 * float(do_bench(launch, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
         """Compare a spread sample of the kernel's rows with a float32 reference, computed one
@@ -275,10 +288,10 @@ class TilefitMoETarget:
         return None if err <= tol * (scale or 1.0) else f"max error {err:.3g} > {tol} x {scale:.3g}"
 
 
-def replay_us(launches: list[Any], budget_ms: float) -> float:
-    """Microseconds per launch: the median over replays (at least 3, about `budget_ms` in all) of
-    one captured CUDA graph of `launches` repeated to GRAPH_LAUNCHES or more; the first replay,
-    which warms the graph's launch path, is left out."""
+def replay_us(launches: list[Any], budget_ms: float, min_replays: int = MIN_REPLAYS) -> float:
+    """Microseconds per launch: the median over replays (at least `min_replays`, about
+    `budget_ms` in all) of one captured CUDA graph of `launches` repeated to GRAPH_LAUNCHES or
+    more; the first replay, which warms the graph's launch path, is left out."""
     import statistics
 
     import torch
@@ -295,7 +308,7 @@ def replay_us(launches: list[Any], budget_ms: float) -> float:
     count = passes * len(launches)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times: list[float] = []
-    while len(times) < 4 or (sum(times) < budget_ms and len(times) < 200):
+    while len(times) < min_replays or (sum(times) < budget_ms and len(times) < 200):
         start.record()
         graph.replay()
         end.record()
