@@ -79,7 +79,6 @@ def _request(args: argparse.Namespace, layer: Any, out: Path, **kw: Any) -> Any:
     from tilefit.tune.targets.base import TargetSpec
     from tilefit.tune.workers import default_compile_workers
 
-    sweep = kw.pop("sweep", False)
     if args.target == "fake":
         spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", gpu=args.gpu, grid=args.grid)
         devices: tuple[int | None, ...] = (None,)
@@ -87,8 +86,8 @@ def _request(args: argparse.Namespace, layer: Any, out: Path, **kw: Any) -> Any:
         import torch
 
         spec = TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu=args.gpu,
-                             warmup_ms=args.sweep_warmup_ms if sweep else args.warmup_ms,
-                             rep_ms=args.sweep_rep_ms if sweep else args.rep_ms,
+                             warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
+                             probe_warmup_ms=args.probe_warmup_ms, probe_rep_ms=args.probe_rep_ms,
                              graph_max_batch=args.graph_max_batch)
         devices = tuple(range(torch.cuda.device_count()))[: args.gpus or None]
     return TuneRequest(spec, (layer,), kw.pop("batches"), out, args.gpu, args.device_name,
@@ -110,6 +109,8 @@ def _log(tag: str) -> Any:
 def fast_run(args: argparse.Namespace, layout: str) -> Any:
     from tilefit.tune.run import tune
 
+    if args.cold_cache:  # compiles count in full, as in the sweep they are compared with
+        os.environ["TRITON_CACHE_DIR"] = str((Path(args.work) / layout / "triton-cache").resolve())
     layer = layer_shape(layout, args.dtype)
     req = _request(args, layer, Path(args.work) / layout / "fast", batches=tuple(args.batches),
                    strategy="fast", measure_ceilings=args.target != "fake",
@@ -124,13 +125,55 @@ def sweep_run(args: argparse.Namespace, layout: str, fast: Any) -> Any:
     layer = layer_shape(layout, args.dtype)
     given = tuple((r.job, r.batch, r.config) for r in fast.rows
                   if r.batch in args.checked and r.config is not None)
-    req = _request(args, layer, Path(args.work) / layout / "exhaustive", sweep=True,
+    req = _request(args, layer, Path(args.work) / layout / "exhaustive",
                    batches=tuple(args.checked), strategy="exhaustive", given=given)
     print(f"[{layout}] exhaustive at {args.checked}", file=sys.stderr, flush=True)
     return tune(req, _log(f"{layout} sweep"))
 
 
-def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None) -> dict[str, Any]:
+def recorded_best(path: Path, batches: tuple[int, ...], top: int = 4) -> dict[tuple[str, int], list[Any]]:
+    """{(job, batch): the `top` configs a recorded exhaustive sweep's journal timed fastest}: the
+    sweep's own finalists, so a new pick can be re-timed against them without sweeping again."""
+    from tilefit.tune.journal import read_entries
+    from tilefit.tune.results import Ok
+    from tilefit.tune.targets.base import MOE_SPACE
+
+    if path.suffix == ".gz":
+        import gzip
+        import tempfile
+
+        with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as tmp:
+            tmp.write(gzip.decompress(path.read_bytes()))
+        path = Path(tmp.name)
+    timed: dict[tuple[str, int], dict[Any, float]] = {}
+    for e in read_entries(path, MOE_SPACE.from_dict):
+        job = e.shape.split(":")[0]
+        if e.batch in batches and job in ("gemm1", "gemm2") and isinstance(e.result, Ok):
+            seen = timed.setdefault((job, e.batch), {})
+            seen[e.config] = min(seen.get(e.config, float("inf")), e.result.time_us)
+    return {k: sorted(v, key=lambda c: (v[c], c))[:top] for k, v in timed.items()}
+
+
+def check_run(args: argparse.Namespace, layout: str, fast: Any) -> tuple[Any, dict[Any, list[Any]]]:
+    """The fast run's picks at the checked batch sizes re-timed, every round, together with the
+    recorded sweep's best configs (--against); no new sweep."""
+    from tilefit.tune.run import tune
+
+    layer = layer_shape(layout, args.dtype)
+    best = recorded_best(Path(args.against) / f"{layout}_{args.dtype.replace('-block', '')}"
+                         "_exhaustive.jsonl.gz", tuple(args.checked))
+    given = tuple((r.job, r.batch, r.config) for r in fast.rows
+                  if r.batch in args.checked and r.config is not None)
+    given += tuple((job, b, c) for (job, b), cs in best.items() for c in cs)
+    req = _request(args, layer, Path(args.work) / layout / "check", batches=tuple(args.checked),
+                   strategy="fast", trials=1, drop=0.0, given=given)
+    print(f"[{layout}] picks re-timed with the recorded sweep's best at {args.checked}",
+          file=sys.stderr, flush=True)
+    return tune(req, _log(f"{layout} check")), best
+
+
+def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None,
+           recorded: dict[Any, list[Any]] | None = None) -> dict[str, Any]:
     from tilefit.tune.journal import active_seconds
 
     layer = layer_shape(layout, args.dtype)
@@ -142,7 +185,12 @@ def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None) 
         check = by_check.get((r.job, r.batch))
         if check is not None and r.config is not None:
             mine = next((f for f in check.finalists if f.config == r.config), None)
-            best = check.best_of("exhaustive")
+            if recorded is None:
+                best = check.best_of("exhaustive")
+            else:  # the recorded sweep's best few, re-timed in the same rounds as the pick
+                swept = set(recorded.get((r.job, r.batch), ()))
+                best = min((f for f in check.finalists if f.config in swept),
+                           key=lambda f: (f.median_us, f.config), default=None)
             row["exhaustive_best_config"] = best.config.label() if best else None
             row["exhaustive_best_us"] = best.median_us if best else None
             row["pick_in_sweep_us"] = mine.median_us if mine else None
@@ -168,7 +216,9 @@ def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None) 
                   "L2 size per pass; larger: do_bench (CUDA events per launch, L2 cleared)",
         "versions": _versions(),
     }
-    if sweep is not None:
+    if sweep is not None and recorded is not None:
+        out["checked_against"] = "the recorded sweep's best 4 configs per row (" + args.against + ")"
+    elif sweep is not None:
         path = work / "exhaustive" / JOURNAL_NAME
         per_batch = _seconds_by_batch(path)
         later = [v for b, v in per_batch.items() if b is not None and b != args.checked[0]]
@@ -293,11 +343,17 @@ def main() -> None:
     p.add_argument("--batches", type=lambda t: tuple(int(x) for x in t.split(",")), default=STANDARD)
     p.add_argument("--checked", type=lambda t: tuple(int(x) for x in t.split(",")), default=CHECKED)
     p.add_argument("--no-sweep", action="store_true", help="fast runs only")
+    p.add_argument("--against", metavar="DIR",
+                   help="no sweep: re-time the picks with the best configs of the recorded sweep "
+                        "journals in DIR (LAYOUT_DTYPE_exhaustive.jsonl.gz)")
+    p.add_argument("--cold-cache", action="store_true",
+                   help="a fresh Triton cache for each fast run, so its compiles count in full")
     p.add_argument("--compile-workers", type=int, default=None)
     p.add_argument("--warmup-ms", type=float, default=5.0)
     p.add_argument("--rep-ms", type=float, default=25.0)
-    p.add_argument("--sweep-warmup-ms", type=float, default=2.0)
-    p.add_argument("--sweep-rep-ms", type=float, default=8.0)
+    p.add_argument("--probe-warmup-ms", type=float, default=1.0,
+                   help="search timings (fast and exhaustive alike); finalists use --warmup-ms/--rep-ms")
+    p.add_argument("--probe-rep-ms", type=float, default=5.0)
     p.add_argument("--graph-max-batch", type=int, default=256)
     p.add_argument("--work", default=".cache/bench_tune")
     p.add_argument("--resume", action="store_true")
@@ -319,7 +375,11 @@ def main() -> None:
     for layout in layouts:
         fast[layout] = fast_run(args, layout)
         paths.append(_write(args, layout, result(args, layout, fast[layout], None)))
-    if not args.no_sweep:
+    if args.against:
+        for layout in layouts:
+            check, recorded = check_run(args, layout, fast[layout])
+            _write(args, layout, result(args, layout, fast[layout], check, recorded))
+    elif not args.no_sweep:
         for layout in layouts:
             sweep = sweep_run(args, layout, fast[layout])
             _write(args, layout, result(args, layout, fast[layout], sweep))
