@@ -196,7 +196,8 @@ def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None,
             row["pick_in_sweep_us"] = mine.median_us if mine else None
             row["pick_over_exhaustive"] = (mine.median_us / best.median_us
                                            if mine and best and best.median_us > 0 else None)
-        if args.target != "fake" and args.dtype == "bf16" and r.batch in GROUPED_MM_AT:
+        if (args.grouped_mm and args.target != "fake" and args.dtype == "bf16"
+                and r.batch in GROUPED_MM_AT):
             gm = grouped_mm_us(layer.with_gemm(r.job), r.batch, args.graph_max_batch)
             row["grouped_mm_us"] = gm
             row["speedup_over_grouped_mm"] = (gm / r.time_us if isinstance(gm, float)
@@ -346,6 +347,8 @@ def main() -> None:
     p.add_argument("--against", metavar="DIR",
                    help="no sweep: re-time the picks with the best configs of the recorded sweep "
                         "journals in DIR (LAYOUT_DTYPE_exhaustive.jsonl.gz)")
+    p.add_argument("--no-grouped-mm", dest="grouped_mm", action="store_false",
+                   help="leave torch._grouped_mm out (repeat runs: it does not change)")
     p.add_argument("--cold-cache", action="store_true",
                    help="a fresh Triton cache for each fast run, so its compiles count in full")
     p.add_argument("--compile-workers", type=int, default=None)
