@@ -335,7 +335,7 @@ def summarize(paths: list[str]) -> str:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--layouts", default="ep8,tp8")
-    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8"))
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8-block"))
     p.add_argument("--target", default="tilefit", choices=("tilefit", "fake"))
     p.add_argument("--grid", default="full", help="fake target only: full or distinct")
     p.add_argument("--gpu", default="h200", help="catalog GPU key (perf model, SMEM limits)")
