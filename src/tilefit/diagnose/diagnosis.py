@@ -35,6 +35,8 @@ class FailureClass:
     ranks: list[str] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=dict)
     first_time: float | None = None
+    # The fields a backtrace added after the first event (note), kept apart for merge.
+    noted: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def add(self, e: Event) -> None:
         if self.count == 0:
@@ -54,6 +56,27 @@ class FailureClass:
         _add_distinct(self.tiles, tile)
         if finalize:
             _add_distinct(self.finalize_tiles, tile)
+
+    def note(self, key: str, value: Any) -> None:
+        """A field a backtrace names (arch, data type, GEMM): the first value stays."""
+        self.fields.setdefault(key, value)
+        self.noted.setdefault(key, value)
+
+    def merge(self, later: FailureClass) -> None:
+        """Count `later`, the same kind counted over a later stretch of the same log, into this
+        class, as if its events had been added here one by one (its first event's own fields
+        excepted: only what its backtraces noted is kept, as `add` would for a later event)."""
+        self.count += later.count
+        self.survived += later.survived
+        self.last_line = later.last_line
+        if _SEVERITY[later.severity] > _SEVERITY[self.severity]:
+            self.severity = later.severity
+        for mine, theirs in ((self.tactics, later.tactics), (self.ranks, later.ranks),
+                             (self.tiles, later.tiles), (self.finalize_tiles, later.finalize_tiles)):
+            for value in theirs:
+                _add_distinct(mine, value)
+        for key, value in later.noted.items():
+            self.note(key, value)
 
 
 def _add_distinct(items: list[str], value: str) -> None:

@@ -29,6 +29,7 @@ READY = "ready"              # the server answers, or the tuner wrote its result
 PROGRESS = "progress"        # loading, warmup, autotuning, CUDA-graph capture, tuning sweep
 TRACEBACK = "traceback"      # "Traceback (most recent call last):" opens an exception block
 HINT = "hint"                # context for explanations (default config in use, GPU name)
+MARKER_KINDS = (READY, PROGRESS, TRACEBACK, HINT)  # lines that mark, never fail
 
 # Failure classes. Benign ones never decide a fatal verdict.
 TACTIC_SKIPPED = "tactic-skipped"

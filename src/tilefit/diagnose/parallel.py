@@ -18,20 +18,19 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from tilefit.diagnose.analyze import LineReader
-from tilefit.diagnose.events import ERROR, EXCEPTION, FATAL, TIERS, TRACEBACK, Rule
+from tilefit.diagnose.fold import FOLD, FRAME, GATED, RUN, Record, covers, fold, merge
+from tilefit.diagnose.events import ERROR, EXCEPTION, FATAL, TACTIC_SKIPPED, TIERS, TRACEBACK, Rule
 from tilefit.diagnose.parser import MAX_LINE, LineScanner, is_backtrace_frame
 from tilefit.diagnose.rules import RuleSet
 
 PIECE = 4 << 20
 READ = 1 << 20
 
-# (line number within the piece, kind, payload):
-#   GATED: (segments, their packed analyses); FRAME: segments of an ungated line that is a frame;
-#   RUN: (how many frame lines, [(offset, details)] where the details are not empty,
-#         [(offset, text)] of the frames that hold a needle: the serial reader may read those
-#         one by one past the end of a window).
-GATED, FRAME, RUN = 0, 1, 2
-Record = tuple[int, int, Any]
+# Records (fold.py): (line number within the piece, kind, payload):
+#   GATED: (segments, their packed analyses, weak tiers); FRAME: segments of an ungated line that
+#   is a frame; RUN: (how many frame lines, [(offset, details)] where the details are not empty,
+#   [(offset, text, tiers)] of the frames that hold a needle: the serial reader may read those one
+#   by one past the end of a window); FOLD: the middle of a run of caught tactic failures, counted.
 
 _READERS: dict[tuple[Rule, ...], LineReader] = {}  # per worker process: one reader per rule set
 
@@ -57,9 +56,18 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     rule_of = reader.rules.rules
 
     def unresolving(packed: list[Any]) -> bool:
-        """Whether a line's matches can leave an error for a later served request to resolve."""
-        return any(rule_of[i].rule.severity in (ERROR, FATAL) or rule_of[i].rule.kind in (EXCEPTION, TRACEBACK)
-                   for p in packed if p is not None for i, _ in p[3])
+        """Whether a line's matches can leave an error for a later served request to resolve. A
+        caught tactic failure cannot, whatever error it quotes: its event is benign and caught
+        (verdict.Tracker._merge); only a traceback marker on its line still counts."""
+        for p in packed:
+            if p is None:
+                continue
+            rules = [rule_of[i].rule for i, _ in p[3]]
+            if any(r.kind == TACTIC_SKIPPED for r in rules):
+                rules = [r for r in rules if r.kind == TRACEBACK]
+            if any(r.severity in (ERROR, FATAL) or r.kind in (EXCEPTION, TRACEBACK) for r in rules):
+                return True
+        return False
 
     def needs() -> tuple[str, ...]:
         return tuple(t for t in TIERS if t not in sent)
@@ -81,18 +89,30 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
             return 0
         return -1
 
-    needle = reader.rules.needle_in
+    gate = reader.rules.gate.search
 
-    def frames(first: int, texts: list[str]) -> None:
-        details = reader.details
-        gated = [(i, t, _tiers([t])) for i, t in enumerate(texts) if needle(t)]
+    def frames(first: int, raw: bytes) -> None:
+        count = raw.count(b"\n")
+        if records and records[-1][0] == first - 1 and covers(records[-1], count, reader):
+            records.append((first, RUN, (count, reader.run(raw), [])))
+            return
+        # The frames that hold a needle, found by the byte gate over the whole run (needles are
+        # ASCII: a decoded line holds one exactly when its bytes do).
+        gated = []
+        m = gate(raw)
+        while m is not None:
+            start = raw.rfind(b"\n", 0, m.start()) + 1
+            stop = raw.index(b"\n", m.start())
+            t = raw[start:stop].decode("utf-8", "replace")
+            gated.append((raw.count(b"\n", 0, start), t, _tiers([t])))
+            m = gate(raw, stop + 1)
         if any(not tiers and unresolving([reader.pack(t)]) for _, t, tiers in gated):
             sent.clear()
-        records.append((first, RUN, (len(texts), [(i, d) for i, d in enumerate(map(details, texts)) if d], gated)))
+        records.append((first, RUN, (count, reader.run(raw), gated)))
 
     def _tiers(segments: list[str]) -> tuple[str, ...]:
         """The weak tiers a gated line holds only (see Rule.tier); () when an ordinary needle."""
-        found = [reader.rules.weak_tiers(t) for t in segments]
+        found = [reader.tiers(t) for t in segments]
         return () if any(not f for f in found) else tuple(sorted({x for f in found for x in f}))
 
     scanner = LineScanner(reader.rules.gate, collect, max_line=max_line, frames=frames,
@@ -121,7 +141,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
                     scanner.feed(data[:nl + 1])
                     break
                 scanner.feed(data)
-    return scanner.lines, records
+    return scanner.lines, fold(records, reader)
 
 
 def _first_line_start(f, start: int, stop: int) -> int | None:
@@ -225,6 +245,11 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
                     replay.gated(line, *payload)
                 elif kind == FRAME:
                     replay.frame(line, payload)
+                elif kind == FOLD:
+                    merge(tracker, payload, base)
+                    until = base + payload.window_until
+                    replay.last = base + payload.last
+                    replay.window_until = max(replay.window_until, until) if payload.chained else until
                 else:
                     replay.run(line, *payload)
             base += nlines

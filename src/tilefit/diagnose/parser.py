@@ -25,8 +25,9 @@ MAX_LINE = 64 << 10
 # process(line_number, segments, gated) -> how many following lines it wants to see regardless of
 # the gate (negative: close the window). `gated` says whether the line contains a needle.
 Processor = Callable[[int, list[str], bool], int]
-# frames(first_line_number, texts): a run of backtrace frames inside a window, handed over at once.
-FrameSink = Callable[[int, list[str]], None]
+# frames(first_line_number, raw): a run of backtrace frames inside a window, handed over at once as
+# the bytes of its lines (each LF-terminated; no CR or ESC in them, see FRAME_RUN).
+FrameSink = Callable[[int, bytes], None]
 
 # A run of backtrace frames, as is_backtrace_frame reads them, in bytes (a frame here is always one
 # there): "2       0x7f3c2a6f1e9d void f<...>() + 1645", "  File ...", "  at ...", "x.cu:12 ...".
@@ -189,16 +190,14 @@ class LineScanner:
     def _frame_run(self, buf: bytes, start: int, stop: int) -> int:
         """Hand a run of frame lines buf[start:stop] (at most the window's count) to `frames`;
         returns where the next line starts."""
-        texts = buf[start:stop].decode("utf-8", "replace").split("\n")
-        texts.pop()  # after the run's last LF
-        if len(texts) > self._window:
-            del texts[self._window:]
-            stop = start
-            for _ in texts:
+        count = buf.count(b"\n", start, stop)
+        if count > self._window:
+            count, stop = self._window, start
+            for _ in range(count):
                 stop = buf.index(b"\n", stop) + 1
-        self.frames(self.lines + 1, texts)  # type: ignore[misc]
-        self.lines += len(texts)
-        self._window -= len(texts)
+        self.frames(self.lines + 1, buf[start:stop])  # type: ignore[misc]
+        self.lines += count
+        self._window -= count
         return stop
 
     def _emit(self, buf: bytes, start: int, stop: int, *, gated: bool = True) -> None:

@@ -40,7 +40,7 @@ TRACEBACK_LINES = 400   # a traceback's exception line is looked for this far
 
 _EXC_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?\s*$)")
 _SEVERITY = {s: i for i, s in enumerate(ev.SEVERITIES)}
-_MARKER_KINDS = (ev.READY, ev.PROGRESS, ev.TRACEBACK, ev.HINT)  # lines that mark, never fail
+_MARKER_KINDS = ev.MARKER_KINDS
 _QUOTED_TILE_KINDS = (ev.CUTLASS_INIT, ev.UNSUPPORTED_TILE)  # tile errors a caught tactic quotes
 
 
@@ -102,11 +102,11 @@ class Tracker:
             want = max(want, self._segment(line, text, info))
         return want
 
-    def frames(self, first: int, texts: list[str]) -> None:
-        """Backtrace frames inside a failure's window (lines first, first+1, ...): their details
-        only. The scanner hands over a run of frames at once, so a backtrace costs one call."""
-        details = self.reader.details
-        self.frame_details(first, [(i, d) for i, d in enumerate(map(details, texts)) if d])
+    def frames(self, first: int, raw: bytes) -> None:
+        """Backtrace frames inside a failure's window (lines first, first+1, ...; their bytes):
+        their details only. The scanner hands over a run of frames at once, and the reader
+        caches a run's details, so a repeated backtrace costs one call and one lookup."""
+        self.frame_details(first, self.reader.run(raw))
 
     def frame_details(self, first: int, found: list[tuple[int, dict[str, Any]]]) -> None:
         """frames() with the details already read: (offset from `first`, details) where non-empty."""
@@ -315,7 +315,7 @@ class Tracker:
                 e.fields.setdefault(key, details[key])
                 fc = self.classes.get(e.kind)
                 if fc is not None:
-                    fc.fields.setdefault(key, details[key])
+                    fc.note(key, details[key])
 
     def _add_tile(self, e: Event, tile: str, finalize: bool = False) -> None:
         if tile not in e.tiles:

@@ -1,0 +1,155 @@
+"""Runs of caught tactic failures, folded by a parallel reader's worker into one record.
+
+A failure-dense log (an SM120 warmup) is mostly caught tactic failures, each with its backtrace,
+and from all but the first and the last of a run of them the tracker learns counts only. A worker
+(parallel.py) feeds the middle of such a run to a scratch Tracker and sends what it counted (a
+`Fold`); the main process merges that (`merge`) instead of replaying every failure.
+
+Exact by construction, since the scratch tracker runs the tracker's own code over the same lines.
+A failure folds only where its effect is counts alone, whatever the tracker saw before it:
+- its line's matches are failures only (no marker), one a skipped tactic (a caught, benign event
+  that leaves nothing pending: verdict.Tracker._merge), none a sticky CUDA error;
+- it is no quoted source line, and no traceback can be open: no line that may open one lies
+  within TRACEBACK_LINES before it (nor the start of the piece: an earlier piece may hold one);
+- its backtrace follows at once, inside the window it opens, and another line ends it.
+The first and the last failure of a run stay lines: the first creates the failure class (first
+line, message, fields), the last is the open failure later lines may attach details to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tilefit.diagnose.events import MARKER_KINDS, STICKY, TACTIC_SKIPPED, TRACEBACK
+from tilefit.diagnose.analyze import LineReader
+from tilefit.diagnose.diagnosis import FailureClass
+from tilefit.diagnose.lineshape import is_source
+from tilefit.diagnose.verdict import TRACEBACK_LINES, Tracker
+
+# Record kinds (parallel.py): (line within the piece, kind, payload).
+GATED, FRAME, RUN, FOLD = 0, 1, 2, 3
+Record = tuple[int, int, Any]
+MIN_RUN = 3  # failures in a run before its middle folds (the first and last stay lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """What a scratch tracker counted over the middle of a run (lines local to the piece)."""
+
+    cls: FailureClass
+    engines: tuple[tuple[str, int], ...]
+    also: frozenset[str]
+    arch_votes: tuple[tuple[str, int], ...]
+    last_time: float | None
+    tool: str | None
+    seen: int
+    last: int          # the last line read: the last failure's last frame
+    window_until: int  # the end of the window open after it (parallel._Replay.window_until) ...
+    chained: bool      # ... or of the window before, if that ends later: no line between them
+
+
+def fold(records: list[Record], reader: LineReader) -> list[Record]:
+    """`records` of one piece, with the middle of each run of foldable failures folded."""
+    out: list[Record] = []
+    i, n = 0, len(records)
+    opened = 0  # the last line that may have opened a traceback (0: the previous piece's)
+    while i < n:
+        j = i  # records[i:j] are foldable (gated line, its frames) pairs
+        while j + 1 < n and _foldable(records[j], records[j + 1], reader, opened):
+            j += 2
+        if (j - i) // 2 >= MIN_RUN:
+            out.extend(records[i:i + 2])
+            before = records[i + 1][0] + records[i + 1][2][0] - 1  # the first failure's last frame
+            out.append((records[i + 2][0], FOLD, _count(records[i + 2:j - 2], reader, before)))
+            out.extend(records[j - 2:j])
+            i = j
+        elif j > i:
+            out.extend(records[i:j])
+            i = j
+        else:
+            opened = max(opened, _may_open_traceback(records[i], reader))
+            out.append(records[i])
+            i += 1
+    return out
+
+
+def _may_open_traceback(record: Record, reader: LineReader) -> int:
+    """The last line of a record the tracker may read as a traceback's start (0: none): one that
+    holds a traceback rule's needle (a rule matches only where its needle is)."""
+    needles = [cr.rule.needle for cr in reader.rules.rules if cr.rule.kind == TRACEBACK]
+    line, kind, payload = record
+    if kind == GATED and any(n in t for t in payload[0] for n in needles):
+        return line
+    if kind == RUN:
+        return max((line + i for i, t, _ in payload[2] if any(n in t for n in needles)), default=0)
+    return 0
+
+
+def covers(gated: Record, count: int, reader: LineReader) -> bool:
+    """Whether the tracker reads the `count` frames after a gated line inside the window that line
+    opens, whatever its state: a caught tactic failure's window (its event is made even inside a
+    traceback, unless the line is quoted source) at least that wide. The tracker then takes only
+    their details, so a worker need not read their needles."""
+    line, kind, payload = gated
+    if kind != GATED:
+        return False
+    segments, packed, tiers = payload
+    if tiers or len(segments) != 1 or packed[0] is None:
+        return False
+    body, _, _, matches, _ = packed[0]
+    rules = [reader.rules.rules[i].rule for i, _ in matches]
+    if not any(r.kind == TACTIC_SKIPPED for r in rules) or is_source(segments[0][body:], True):
+        return False
+    return count <= max((r.window for r in rules if r.kind not in MARKER_KINDS), default=0)
+
+
+def _foldable(gated: Record, run: Record, reader: LineReader, opened: int) -> bool:
+    line = gated[0]
+    if run[1] != RUN or run[0] != line + 1 or line - opened <= TRACEBACK_LINES \
+            or not covers(gated, run[2][0], reader):
+        return False
+    _, packed, _ = gated[2]
+    rules = [reader.rules.rules[i].rule for i, _ in packed[0][3]]
+    return not any(r.kind in MARKER_KINDS or r.kind in STICKY for r in rules)
+
+
+def _count(middle: list[Record], reader: LineReader, last: int) -> Fold:
+    """Feed the middle of a run to a scratch tracker (`last`: the line read before it); what it
+    counted, and the window the parallel replay would hold after it."""
+    scratch = Tracker(reader.rules)
+    scratch.reader = reader  # the worker's caches
+    chained, until = True, 0
+    for k in range(0, len(middle), 2):
+        (line, _, (segments, packed, _)), (first, _, (count, found, _)) = middle[k], middle[k + 1]
+        want = scratch.process(line, segments, True, packed)  # > 0: covers() held
+        scratch.frame_details(first, found)
+        if line > last + 1:  # a line between ends the window before (parallel._Replay._gap)
+            chained, until = False, 0
+        until, last = max(until, line + want), first + count - 1
+    if set(scratch.classes) != {TACTIC_SKIPPED} or scratch.pending or scratch.fatal or scratch.sticky \
+            or scratch.ready or scratch.progress or scratch.traceback or scratch.activity:
+        raise AssertionError("a folded failure changed more than counts")  # a bug in _foldable
+    return Fold(cls=scratch.classes[TACTIC_SKIPPED], engines=tuple(scratch.engines.items()),
+                also=frozenset(scratch.also), arch_votes=tuple(scratch.arch_votes.items()),
+                last_time=scratch.last_time, tool=scratch.hints.get("tool"), seen=scratch.seen,
+                last=last, window_until=until, chained=chained)
+
+
+def merge(tracker: Tracker, f: Fold, base: int) -> None:
+    """Count a fold (its lines after `base`) into `tracker`, as if it had read those failures
+    (the replay's window: see Fold.window_until)."""
+    for engine, n in f.engines:
+        tracker.engines[engine] = tracker.engines.get(engine, 0) + n
+    tracker.also.update(f.also)
+    for arch, n in f.arch_votes:
+        tracker.arch_votes[arch] = tracker.arch_votes.get(arch, 0) + n
+    if f.last_time is not None:
+        tracker.last_time = f.last_time
+    if f.tool is not None:
+        tracker.hints.setdefault("tool", f.tool)
+    tracker.seen += f.seen
+    cls = f.cls
+    cls.last_line += base
+    tracker.classes[TACTIC_SKIPPED].merge(cls)  # the run's first failure, a line, made the class
+    tracker.open = None  # the run's last failure, a line, opens its own

@@ -1,0 +1,104 @@
+"""The parallel reader folds runs of caught tactic failures (diagnose/fold.py) and caches backtraces
+by their text with addresses blanked (analyze.LineReader.run): neither may change a diagnosis."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tilefit.diagnose import Diagnoser
+from tilefit.diagnose.analyze import _ADDRESS
+from tilefit.diagnose.events import DETAIL_LINES
+from tilefit.diagnose.fold import FOLD
+from tilefit.diagnose.parallel import _scan_piece, scan_file
+from tilefit.diagnose.parser import detail_fields
+from tilefit.diagnose.render import as_dict
+from tilefit.diagnose.rules import default_rules
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SM120 = [FIXTURES / "logs" / "sglang_sm120_tactics_oom.log", FIXTURES / "logs" / "sglang_sm120_tactics_recovered.log"]
+
+
+def _full(d):
+    return as_dict(d), [f.finalize_tiles for f in d.failures]
+
+
+def _serial(data: bytes):
+    dg = Diagnoser()
+    dg.feed(data)
+    dg.close()
+    return _full(dg.result())
+
+
+def _parallel(path: Path, piece: int):
+    dg = Diagnoser()
+    dg._counts = scan_file(str(path), dg.tracker.process, workers=2, detail_lines=DETAIL_LINES, piece=piece)
+    return _full(dg.result())
+
+
+def _folded(path: Path, piece: int) -> int:
+    """How many failures the workers folded."""
+    rules = tuple(cr.rule for cr in default_rules().rules)
+    size = os.path.getsize(path)
+    return sum(r[2].seen for s in range(0, size, piece)
+               for r in _scan_piece(str(path), s, min(size, s + piece), DETAIL_LINES, rules)[1] if r[1] == FOLD)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_folded_runs_read_as_the_serial_reader_reads_them(tmp_path, seed):
+    """SM120 warmups (tactic failures with backtraces, back to back) shuffled among real logs with
+    tracebacks, OOMs and deaths from public threads: the same diagnosis, field for field, with
+    runs folded."""
+    rnd = random.Random(seed)
+    real = sorted((FIXTURES / "real").glob("*.log"))
+    parts = [p.read_bytes() for p in SM120] * 6 + [p.read_bytes() for p in rnd.sample(real, 30)]
+    rnd.shuffle(parts)
+    data = b"".join(parts)
+    path = tmp_path / "mixed.log"
+    path.write_bytes(data)
+    serial = _serial(data)
+    for piece in (65536, 300_000):
+        assert _parallel(path, piece) == serial
+    assert _folded(path, 300_000) > 300
+
+
+def test_nothing_folds_near_a_traceback_or_a_sticky_error(tmp_path):
+    """A run right after a traceback starts, or one whose failures quote an illegal memory access
+    (sticky: it poisons the process), is replayed line by line."""
+    skip = ("2025-10-06 20:03:20,000 - WARNING - autotuner.py:484 - flashinfer.jit: [Autotuner]: Skipping tactic "
+            "<MoERunner object at 0x7f2c5d1e3a90> {t}, due to failure while profiling: {why}\n"
+            "1       0x7f3c2a1b{t:04x} tensorrt_llm::common::throwRuntimeError(char const*, int, char const*) + 78\n")
+    plain = "".join(skip.format(t=t, why="[TensorRT-LLM][ERROR] Unsupported tile shape config 128128256") for t in range(9))
+    sticky = "".join(skip.format(t=t, why="CUDA error: an illegal memory access was encountered") for t in range(9))
+    for body in (plain, sticky):
+        lines = ["Traceback (most recent call last):", '  File "x.py", line 1, in <module>'] + body.splitlines()
+        path = tmp_path / "a.log"
+        path.write_text("\n".join(lines) + "\n")
+        assert _folded(path, 1 << 20) == 0
+    path.write_text("x\n" * (2 * 400) + plain)
+    assert _folded(path, 1 << 20) == 9 - 2  # the first and last of a run stay lines
+
+
+_HEX = st.text("0123456789abcdefABCDEF", min_size=1, max_size=12)
+_PIECE = st.one_of(
+    st.sampled_from(["cute::C<", "cute::Int<", ">", ", ", "cutlass::arch::Sm", "sm_", "sm", "/", "a/", "f/",
+                     "for arch ", "compute capability: ", ".", "fp4", "e2m1", "e4m3", "__nv_fp8_e4m3", "FINALIZE",
+                     "EpilogueFusion)", "gemm", "1", "2", "3", "90", "120", "128", " + 1645", "(+", ")", "[", "]",
+                     " ", "x", "_t", "float_e2m1_t", "nvfp4", "NVFP4"]),
+    _HEX.map(lambda h: "0x" + h),
+    _HEX,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_PIECE, max_size=24))
+def test_blanking_addresses_keeps_every_detail(pieces):
+    """The backtrace cache's key blanks hex addresses: a frame and its blanked self say the same."""
+    text = "".join(pieces)
+    blanked = _ADDRESS.sub(b"0x", text.encode()).decode()
+    assert detail_fields(text) == detail_fields(blanked)
