@@ -147,45 +147,53 @@ def generate(path: str, size_mb: int, incident_every: int, kind: str = "sparse")
     return total
 
 
-def _rss_kb(pid: int) -> int:
+def _status_kb(pid: int, path: str, key: str) -> int:
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/{path}") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1])
     except OSError:
         pass
     return 0
 
 
-def _tree_rss_kb(pid: int) -> int:
-    """RSS of a process and its children (the parallel reader's workers), from /proc."""
-    total = _rss_kb(pid)
+def _tree_kb(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of a process and its children (the parallel reader's workers), from /proc. RSS
+    counts the pages a forked worker shares with its parent once per process; PSS splits them."""
+    rss, pss = _status_kb(pid, "status", "VmRSS:"), _status_kb(pid, "smaps_rollup", "Pss:")
     try:
         with open(f"/proc/{pid}/task/{pid}/children") as f:
             kids = [int(k) for k in f.read().split()]
     except OSError:
         kids = []
-    return total + sum(_tree_rss_kb(k) for k in kids)
+    for k in kids:
+        r, p = _tree_kb(k)
+        rss, pss = rss + r, pss + p
+    return rss, pss
 
 
-def run_once(path: str, jobs: int | None) -> tuple[float, float, float, dict]:
-    """Wall time, peak RSS of the diagnose process (wait4) and of its whole process tree
-    (sampled every 20 ms; 0 where /proc is missing), and the JSON diagnosis."""
+def run_once(path: str, jobs: int | None) -> tuple[float, float, float, float, float, dict]:
+    """Wall time, CPU seconds (the process and its workers), peak RSS of the diagnose process
+    (wait4), peak RSS and PSS of its whole process tree (sampled every 20 ms; 0 where /proc is
+    missing), and the JSON diagnosis."""
+    import resource
     import threading
 
     out = tempfile.TemporaryFile()
     cmd = [sys.executable, "-m", "tilefit.cli.main", "diagnose", path, "--json"]
     if jobs:
         cmd += ["--jobs", str(jobs)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE)
-    peak = [0]
+    peak = [0, 0]
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss_kb(p.pid))
+            rss, pss = _tree_kb(p.pid)
+            peak[0], peak[1] = max(peak[0], rss), max(peak[1], pss)
             done.wait(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -194,11 +202,13 @@ def run_once(path: str, jobs: int | None) -> tuple[float, float, float, dict]:
     wall = time.perf_counter() - t
     done.set()
     sampler.join()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # workers are reaped by the child first
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode not in (0, 1, 3):
         raise SystemExit(f"diagnose failed ({p.returncode}): {p.stderr.read().decode() if p.stderr else ''}")
     out.seek(0)
-    return wall, usage.ru_maxrss / 1024, peak[0] / 1024, json.loads(out.read())
+    return wall, cpu, usage.ru_maxrss / 1024, peak[0] / 1024, peak[1] / 1024, json.loads(out.read())
 
 
 def main() -> int:
@@ -241,7 +251,7 @@ def measure(path: str, size: int, expect: dict[str, int], jobs: int, runs: int) 
     label = f"--jobs {jobs}" if jobs else "default --jobs"
     walls = []
     for i in range(runs):
-        wall, peak_mb, tree_mb, d = run_once(path, jobs)
+        wall, cpu, peak_mb, tree_mb, pss_mb, d = run_once(path, jobs)
         got = {f["kind"]: f["count"] for f in d["failures"]}
         ok = (d["verdict"] == "recovered" and d["lines"] == expect["lines"]
               and got.get("tactic-skipped", 0) == expect["tactic-skipped"]
@@ -250,8 +260,9 @@ def measure(path: str, size: int, expect: dict[str, int], jobs: int, runs: int) 
             print(f"WRONG RESULT: expected {expect}, got verdict {d['verdict']}, lines {d['lines']}, {got}")
             return 1
         walls.append(wall)
-        print(f"{label} run {i + 1}: {wall:.2f} s, {size / 2**20 / wall:,.0f} MB/s, peak RSS {peak_mb:,.1f} MB"
-              f" (process tree {tree_mb:,.1f} MB; verdict {d['verdict']}, counts match)")
+        print(f"{label} run {i + 1}: {wall:.2f} s, {size / 2**20 / wall:,.0f} MB/s ({cpu:.2f} CPU-s, "
+              f"{size / 2**20 / cpu:,.0f} MB per CPU-second), peak RSS {peak_mb:,.1f} MB (process tree: RSS "
+              f"{tree_mb:,.1f} MB, PSS {pss_mb:,.1f} MB; verdict {d['verdict']}, counts match)")
     if walls:
         best = min(walls)
         print(f"{label}: best {best:.2f} s = {size / 2**20 / best:,.0f} MB/s; median "

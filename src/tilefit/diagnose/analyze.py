@@ -78,8 +78,16 @@ class LineReader:
 
     def tiers(self, text: str) -> tuple[str, ...]:
         """RuleSet.weak_tiers(text), cached with the line's analysis."""
-        hit = self._entry(text)[3]
-        return () if hit is None else hit[3]
+        return self.gated(text)[1]
+
+    def gated(self, text: str) -> tuple[Packed | None, tuple[str, ...]]:
+        """(pack(text), tiers(text)) at the cost of one."""
+        pos, rank, when, hit = self._entry(text)
+        if hit is None:
+            return None, ()
+        packed = hit[2]
+        self._unpacked[id(packed)] = (packed, hit[0])
+        return (pos, rank, when, packed, hit[1]), hit[3]
 
     def details(self, text: str) -> dict[str, Any]:
         """detail_fields(text), cached under the text without a leading frame number and address."""
@@ -109,12 +117,7 @@ class LineReader:
 
     def pack(self, text: str) -> Packed | None:
         """line(text) for another process: the body as an offset, rules as indexes."""
-        pos, rank, when, hit = self._entry(text)
-        if hit is None:
-            return None
-        packed = hit[2]
-        self._unpacked[id(packed)] = (packed, hit[0])
-        return pos, rank, when, packed, hit[1]
+        return self.gated(text)[0]
 
     def unpack(self, text: str, packed: Packed) -> LineInfo:
         pos, rank, when, matches, details = packed

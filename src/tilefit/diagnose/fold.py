@@ -97,11 +97,8 @@ def covers(gated: Record, count: int, reader: LineReader) -> bool:
     segments, packed, tiers = payload
     if tiers or len(segments) != 1 or packed[0] is None:
         return False
-    body, _, _, matches, _ = packed[0]
-    rules = [reader.rules.rules[i].rule for i, _ in matches]
-    if not any(r.kind == TACTIC_SKIPPED for r in rules) or is_source(segments[0][body:], True):
-        return False
-    return count <= max((r.window for r in rules if r.kind not in MARKER_KINDS), default=0)
+    skipped, _, window = _facts(packed[0][3], reader)
+    return skipped and count <= window and not is_source(segments[0][packed[0][0]:], True)
 
 
 def _foldable(gated: Record, run: Record, reader: LineReader, opened: int) -> bool:
@@ -109,9 +106,26 @@ def _foldable(gated: Record, run: Record, reader: LineReader, opened: int) -> bo
     if run[1] != RUN or run[0] != line + 1 or line - opened <= TRACEBACK_LINES \
             or not covers(gated, run[2][0], reader):
         return False
-    _, packed, _ = gated[2]
-    rules = [reader.rules.rules[i].rule for i, _ in packed[0][3]]
-    return not any(r.kind in MARKER_KINDS or r.kind in STICKY for r in rules)
+    return _facts(gated[2][1][0][3], reader)[1]
+
+
+_FACTS: dict[int, tuple[Any, tuple[bool, bool, int]]] = {}
+
+
+def _facts(matches: Any, reader: LineReader) -> tuple[bool, bool, int]:
+    """(a skipped tactic among them, failures only and none sticky, the failures' widest window) of
+    a line's packed matches; cached like lineshape.shape (the reader packs a line once)."""
+    got = _FACTS.get(id(matches))
+    if got is not None and got[0] is matches:
+        return got[1]
+    rules = [reader.rules.rules[i].rule for i, _ in matches]
+    facts = (any(r.kind == TACTIC_SKIPPED for r in rules),
+             not any(r.kind in MARKER_KINDS or r.kind in STICKY for r in rules),
+             max((r.window for r in rules if r.kind not in MARKER_KINDS), default=0))
+    if len(_FACTS) >= 1024:
+        _FACTS.clear()
+    _FACTS[id(matches)] = (matches, facts)
+    return facts
 
 
 def _count(middle: list[Record], reader: LineReader, last: int) -> Fold:

@@ -59,6 +59,38 @@ def shape(matches: Any) -> tuple[str, str, Rule, dict[str, Any], bool]:
     return shape
 
 
+ATTACHED = ("arch", "dtype_hint", "gemm")  # what a backtrace frame adds to its failure's fields
+# A run of frames as the tracker applies it: its last offset, arch votes, (tile, fused FINALIZE)
+# pairs and ATTACHED fields (first values), each in order of first appearance.
+Backtrace = tuple[int, tuple[tuple[str, int], ...], tuple[tuple[str, bool], ...], tuple[tuple[str, Any], ...]]
+BACKTRACES: dict[int, tuple[Any, Backtrace]] = {}
+
+
+def backtrace(found: Any) -> Backtrace:
+    """The sum of a run of frames' details ((offset, details) where not empty), cached like shape:
+    the line reader hands out one tuple per distinct run."""
+    got = BACKTRACES.get(id(found))
+    if got is not None and got[0] is found:
+        return got[1]
+    votes: dict[str, int] = {}
+    tiles: dict[tuple[str, bool], None] = {}
+    fields: dict[str, Any] = {}
+    for _, d in found:
+        if d.get("arch"):
+            votes[d["arch"]] = votes.get(d["arch"], 0) + 1
+        if d.get("tile"):
+            tiles[(d["tile"], bool(d.get("finalize")))] = None
+        for key in ATTACHED:
+            if key in d:
+                fields.setdefault(key, d[key])
+    summary = (max((i for i, _ in found), default=0), tuple(votes.items()), tuple(tiles), tuple(fields.items()))
+    if isinstance(found, tuple):
+        if len(BACKTRACES) >= 1024:
+            BACKTRACES.clear()
+        BACKTRACES[id(found)] = (found, summary)
+    return summary
+
+
 # Counted and shown, but a ready log with only these is healthy: "no valid GEMM config" warnings.
 NOT_FAILURES = (ev.NO_CONFIG,)
 
@@ -76,6 +108,25 @@ def is_source(body: str, in_traceback: bool) -> bool:
 # A line logged at warning level (glog "W1112 00:26:33", Python "WARNING", TensorRT-LLM "[W]"): a
 # traceback there is a warning's, not an uncaught exception.
 WARNING_LEVEL = re.compile(r"(?:^|[\s\]:])W\d{4} \d\d:\d\d:\d\d|\bWARNING\b|\[W\]")
+
+
+def remember(e: Event, hints: dict[str, Any], versions: dict[str, str]) -> None:
+    """What a marker line tells for later: tool versions, hints (the first of each), device name."""
+    if e.kind == ev.HINT and e.fields.get("tool"):
+        tool = str(e.fields["tool"]).lower().replace(" ", "-").replace("_", "-")
+        tool = "tensorrt-llm" if tool.startswith("tensorrt") else tool
+        versions.setdefault(tool, str(e.fields.get("version")))
+    elif e.kind == ev.HINT:
+        hint = e.fields.get("hint", e.rule)
+        hints.setdefault(hint, {k: v for k, v in e.fields.items() if k != "hint"} or True)
+        if e.fields.get("mlir_pass"):
+            hints["mlir_pass"] = e.fields["mlir_pass"]
+    if e.fields.get("vllm_version"):
+        versions.setdefault("vllm", str(e.fields["vllm_version"]))
+    if e.fields.get("trtllm_version"):
+        versions.setdefault("tensorrt-llm", str(e.fields["trtllm_version"]))
+    if e.fields.get("device"):
+        hints.setdefault("device", e.fields["device"])
 
 
 def cause_kind(e: Event) -> str:

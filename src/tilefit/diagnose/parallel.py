@@ -74,8 +74,12 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
 
     def collect(line: int, segments: list[str], gated: bool) -> int:
         if gated:  # every gated line may open a window: send its frames, the tracker decides
-            tiers = _tiers(segments)
-            packed = [reader.pack(t) for t in segments]
+            if len(segments) == 1:
+                p, tiers = reader.gated(segments[0])
+                packed = [p]
+            else:
+                tiers = _tiers(segments)
+                packed = [reader.pack(t) for t in segments]
             if tiers:
                 sent.update(tiers)
             elif unresolving(packed):

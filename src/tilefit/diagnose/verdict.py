@@ -28,8 +28,8 @@ from tilefit.diagnose.diagnosis import (
 )
 from tilefit.diagnose.parser import is_backtrace_frame
 from tilefit.diagnose.lineshape import (
-    NOT_FAILURES, VLLM_PROCS, WARNING_LEVEL, cause_kind, is_source, phase, ready_line, shape,
-    specificity, tile_of,
+    ATTACHED, NOT_FAILURES, VLLM_PROCS, WARNING_LEVEL, backtrace, cause_kind, is_source, phase, ready_line,
+    remember, shape, specificity, tile_of,
 )
 from tilefit.diagnose.rules import ENGINE_RANK, RuleSet
 
@@ -108,12 +108,26 @@ class Tracker:
         caches a run's details, so a repeated backtrace costs one call and one lookup."""
         self.frame_details(first, self.reader.run(raw))
 
-    def frame_details(self, first: int, found: list[tuple[int, dict[str, Any]]]) -> None:
-        """frames() with the details already read: (offset from `first`, details) where non-empty."""
+    def frame_details(self, first: int, found: Any) -> None:
+        """frames() with the details already read: (offset from `first`, details) where non-empty.
+        Within the open failure's window a run adds its sum (lineshape.backtrace) at once."""
         if self.traceback is not None and first - self.traceback.line > TRACEBACK_LINES:
             self.traceback = None
-        for i, d in found:
-            self._attach(first + i, self._vote(d))
+        span, votes, tiles, fields = backtrace(found)
+        if self.open is not None and first + span > self.open[1]:
+            for i, d in found:  # the window closes inside the run
+                self._attach(first + i, self._vote(d))
+            return
+        for arch, n in votes:
+            self.arch_votes[arch] = self.arch_votes.get(arch, 0) + n
+        if self.open is not None:
+            e, fc = self.open[0], self.classes.get(self.open[0].kind)
+            for tile, finalize in tiles:
+                self._add_tile(e, tile, finalize)
+            for key, value in fields:
+                e.fields.setdefault(key, value)
+                if fc is not None:
+                    fc.note(key, value)
 
     def _segment(self, line: int, text: str, info: Any) -> int:
         if info is None:
@@ -190,21 +204,7 @@ class Tracker:
                 self._survived(*self.pending.pop(key))
         elif e.kind == ev.TRACEBACK:
             self.traceback = e
-        elif e.kind == ev.HINT and e.fields.get("tool"):
-            tool = str(e.fields["tool"]).lower().replace(" ", "-").replace("_", "-")
-            tool = "tensorrt-llm" if tool.startswith("tensorrt") else tool
-            self.versions.setdefault(tool, str(e.fields.get("version")))
-        elif e.kind == ev.HINT:
-            hint = e.fields.get("hint", e.rule)
-            self.hints.setdefault(hint, {k: v for k, v in e.fields.items() if k != "hint"} or True)
-            if e.fields.get("mlir_pass"):
-                self.hints["mlir_pass"] = e.fields["mlir_pass"]
-        if e.fields.get("vllm_version"):
-            self.versions.setdefault("vllm", str(e.fields["vllm_version"]))
-        if e.fields.get("trtllm_version"):
-            self.versions.setdefault("tensorrt-llm", str(e.fields["trtllm_version"]))
-        if e.fields.get("device"):
-            self.hints.setdefault("device", e.fields["device"])
+        remember(e, self.hints, self.versions)
 
     def _progressed(self, e: Event) -> bool:
         """Whether the process of `e` logged progress after it."""
@@ -310,7 +310,7 @@ class Tracker:
             return
         if details.get("tile"):
             self._add_tile(e, details["tile"], bool(details.get("finalize")))
-        for key in ("arch", "dtype_hint", "gemm"):
+        for key in ATTACHED:
             if key in details:
                 e.fields.setdefault(key, details[key])
                 fc = self.classes.get(e.kind)
