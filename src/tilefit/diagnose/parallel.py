@@ -3,8 +3,9 @@
 The costly parts of reading a log are the gate (one regex over every byte) and the analysis of the
 lines it lets through (prefixes, rules, kernel details). Workers each gate one piece of the file
 with their own `LineScanner`, analyse the lines that matter (cached, see analyze.py) and send back
-compact records: gated lines with their analyses and runs of backtrace frames with their details.
-This process replays those records, in file order, to the tracker, re-applying the window rules the
+compact records: gated lines with their analyses, runs of backtrace frames with their details, and
+runs of caught tactic failures folded into counts (fold.py: a failure-dense log costs this process
+almost nothing). This process replays those records, in file order, to the tracker, re-applying the window rules the
 serial scanner applies, so the tracker sees exactly what it would have seen. A line belongs to the
 piece it starts in; a worker finishes its last line past the piece's end. Memory stays bounded: at
 most two pieces per worker are in flight.
@@ -12,6 +13,7 @@ most two pieces per worker are in flight.
 
 from __future__ import annotations
 
+import gc
 import os
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -201,6 +203,22 @@ class _Replay:
                 self.window_until = 0
             self.last = line
 
+    def feed(self, records: list[Record], base: int) -> None:
+        """One piece's records (its lines after `base`), in order."""
+        for local, kind, payload in records:
+            line = base + local
+            if kind == GATED:
+                self.gated(line, *payload)
+            elif kind == FRAME:
+                self.frame(line, payload)
+            elif kind == RUN:
+                self.run(line, *payload)
+            else:  # FOLD: counts merged; the window the replay would hold after its failures
+                merge(self.tracker, payload, base)
+                until = base + payload.window_until
+                self.last = base + payload.last
+                self.window_until = max(self.window_until, until) if payload.chained else until
+
     def run(self, first: int, count: int, found: list[tuple[int, dict[str, Any]]],
             gated: list[tuple[int, str, tuple[str, ...]]]) -> None:
         self._gap(first)
@@ -234,39 +252,34 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
     starts = list(range(0, size, piece)) or [0]
     base = 0
     replay = _Replay(tracker)
-    with ProcessPoolExecutor(max_workers=workers) as ex:
-        pending: deque[Future] = deque()
-        nxt = taken = 0
-        while nxt < len(starts) or pending:
-            while nxt < len(starts) and len(pending) < 2 * workers:
-                s = starts[nxt]
-                pending.append(ex.submit(_scan_piece, path, s, min(size, s + piece), detail_lines, rules))
-                nxt += 1
-            nlines, records = pending.popleft().result()
-            for local, kind, payload in records:
-                line = base + local
-                if kind == GATED:
-                    replay.gated(line, *payload)
-                elif kind == FRAME:
-                    replay.frame(line, payload)
-                elif kind == FOLD:
-                    merge(tracker, payload, base)
-                    until = base + payload.window_until
-                    replay.last = base + payload.last
-                    replay.window_until = max(replay.window_until, until) if payload.chained else until
-                else:
-                    replay.run(line, *payload)
-            base += nlines
-            if progress is not None:  # pieces finish in order: this one started at starts[taken]
-                progress(min(size, starts[taken] + piece) - starts[taken])
-            taken += 1
+    gc.freeze()  # forked readers then share this process's objects instead of copying them
+    try:
+        with ProcessPoolExecutor(max_workers=workers) as ex:
+            pending: deque[Future] = deque()
+            nxt = taken = 0
+            while nxt < len(starts) or pending:
+                while nxt < len(starts) and len(pending) < 2 * workers:
+                    s = starts[nxt]
+                    pending.append(ex.submit(_scan_piece, path, s, min(size, s + piece), detail_lines, rules))
+                    nxt += 1
+                nlines, records = pending.popleft().result()
+                replay.feed(records, base)
+                base += nlines
+                if progress is not None:  # pieces finish in order: this one started at starts[taken]
+                    progress(min(size, starts[taken] + piece) - starts[taken])
+                taken += 1
+    finally:
+        gc.unfreeze()
     return base, size
 
 
-MAX_DEFAULT_WORKERS = 3  # each worker is a ~25 MB Python process: 3 keep the tree near 100 MB
+# Readers by default, at most: each adds about 10 MB of its own (PSS; RSS counts the pages it
+# shares with this process again, about 24 MB) and, on a failure-dense log, about 80 MB/s on a
+# 2-core development machine's core (benchmarks/RESULTS.md).
+MAX_DEFAULT_WORKERS = 6
 
 
 def default_workers() -> int:
-    """One reader per core beyond the one the replaying process needs (measured on 2 cores: two
-    workers plus the main process ran slower than one process), at most MAX_DEFAULT_WORKERS."""
-    return max(1, min(MAX_DEFAULT_WORKERS, (os.cpu_count() or 1) - 1))
+    """One reader per core, at most MAX_DEFAULT_WORKERS: this process only merges what they send
+    (runs of caught failures arrive folded), so it needs no core of its own."""
+    return max(1, min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1))
