@@ -102,3 +102,25 @@ def test_blanking_addresses_keeps_every_detail(pieces):
     text = "".join(pieces)
     blanked = _ADDRESS.sub(b"0x", text.encode()).decode()
     assert detail_fields(text) == detail_fields(blanked)
+
+
+_PREFIX = st.sampled_from([
+    "[2025-10-06 20:05:22 DP0 TP2 EP2] ", "[2025-13-41 25:05:22] ", "[TP3] ", "[rank3]: ", "[Rank 12] ",
+    "[gpu_id=0] ", "[10/06/2025-20:05:22] ", "[TRT-LLM] [W] ", "(EngineCore_DP0 pid=4123) ",
+    "(VllmWorker rank=2 pid=5) ", "(APIServer pid=9) ", "INFO 10-06 20:05:22 [loggers.py:123] ",
+    "WARNING 99-99 20:05:22.5 x.py:1] ", "2025-10-06 20:05:22,123 - WARNING - autotuner.py:484 - flashinfer.jit: ",
+    "2026-05-01 19:59:08.164 | ", "sglang-1  | ", "INFO:     ", "x [rank7] ", "",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PREFIX, max_size=4), st.text(max_size=30), st.randoms(use_true_random=False))
+def test_lines_differing_in_digits_peel_alike(prefixes, body, rnd):
+    """peel_line caches where a line's prefixes lie per shape (digits as 0): a line that differs
+    from a cached one only in its digits peels as peel reads it afresh."""
+    from tilefit.diagnose.prefixes import peel, peel_line
+
+    text = "".join(prefixes) + body
+    peel_line(text)
+    other = "".join(rnd.choice("0123456789") if "0" <= c <= "9" else c for c in text)
+    assert peel_line(other)[:3] == peel(other)

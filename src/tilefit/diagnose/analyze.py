@@ -16,12 +16,11 @@ from typing import Any
 
 from tilefit.diagnose.events import Rule
 from tilefit.diagnose.parser import detail_fields
-from tilefit.diagnose.prefixes import peel
+from tilefit.diagnose.prefixes import peel_line
 from tilefit.diagnose.rules import RuleSet
 
 CACHE_LINES = 1024  # distinct lines remembered; a cache that fills is emptied and refilled
 CACHE_RUNS = 256    # distinct backtraces (runs of frames) remembered, likewise
-_DIGITS = re.compile(r"\d")
 # A hex address ("0x7f3c2a6f1e9d", "[0x55d0c1a2]", "(+0x9c0e21)") up to a word's end. Blanking its
 # digits (keeping "0x") changes no detail_fields result: no pattern there reads a character after
 # an "x", and the word-end keeps "0xe2m1"-like words whole (tests/test_diagnose_parser.py checks
@@ -49,9 +48,9 @@ class LineReader:
 
     def _entry(self, text: str) -> tuple[int, str | None, float | None, Any]:
         """(body offset, rank, time, cached analysis or None) of a line."""
-        pos, rank, when = peel(text)
+        pos, rank, when, bare = peel_line(text)
         # The prefix's digits (time, pid, source line) change on every line and match no rule field.
-        key = text[pos:] + "\0" + _DIGITS.sub("", text[:pos]) if pos else text
+        key = text[pos:] + "\0" + bare if pos else text
         hit = self._lines.get(key, False)
         if hit is False:
             candidates = self.rules.candidates(text)

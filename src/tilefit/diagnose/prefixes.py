@@ -1,13 +1,15 @@
 """The prefixes engines, loggers and collectors put before a log line: ranks, worker tags, levels and
 timestamps. `peel(text)` removes them in any order and says where the body starts, which rank and
 which timestamp they carried. Each prefix is tried only when the line starts with a character it can
-start with, so a line costs one or two anchored matches per prefix layer.
+start with, so a line costs one or two anchored matches per prefix layer. `peel_line` caches where
+the prefixes lie per line shape: a failure-dense log repeats a few shapes with new digits.
 """
 
 from __future__ import annotations
 
 import calendar
 import re
+from functools import lru_cache
 
 _ISO = r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?"
 
@@ -81,25 +83,35 @@ def _seconds(year: int, month: int, day: int, hh: int, mm: int, ss: int, frac: s
     return base + hh * 3600 + mm * 60 + ss + (float("0." + frac) if frac else 0.0)
 
 
-def _when(g: dict[str, str | None]) -> float | None:
-    ts, tts, vts = g.get("ts"), g.get("tts"), g.get("vts")
-    if ts:  # 2025-10-06 20:05:22[,.]123
-        return _seconds(int(ts[0:4]), int(ts[5:7]), int(ts[8:10]), int(ts[11:13]), int(ts[14:16]),
-                        int(ts[17:19]), ts[20:])
-    if tts:  # 10/06/2025-20:05:22
-        return _seconds(int(tts[6:10]), int(tts[0:2]), int(tts[3:5]), int(tts[11:13]), int(tts[14:16]),
-                        int(tts[17:19]))
-    if vts:  # 10-06 20:05:22: vLLM prints no year; 2000 keeps differences right
-        return _seconds(2000, int(vts[0:2]), int(vts[3:5]), int(vts[6:8]), int(vts[9:11]), int(vts[12:14]))
-    return None
+def _when(kind: str, ts: str) -> float | None:
+    if kind == "ts":  # 2025-10-06 20:05:22[,.]123: the second cached (a log prints many lines a second)
+        base = _second(kind, ts[:19])
+        return base + float("0." + ts[20:]) if base is not None and len(ts) > 20 else base
+    return _second(kind, ts)
 
 
-def peel(text: str) -> tuple[int, str | None, float | None]:
-    """(where the body starts, rank, unix time) of a line. The first timestamp wins (an outer
-    collector's clock stays consistent across processes)."""
+@lru_cache(maxsize=4096)
+def _second(kind: str, ts: str) -> float | None:
+    if kind == "ts":  # 2025-10-06 20:05:22
+        return _seconds(int(ts[0:4]), int(ts[5:7]), int(ts[8:10]), int(ts[11:13]), int(ts[14:16]), int(ts[17:19]))
+    if kind == "tts":  # 10/06/2025-20:05:22
+        return _seconds(int(ts[6:10]), int(ts[0:2]), int(ts[3:5]), int(ts[11:13]), int(ts[14:16]),
+                        int(ts[17:19]))
+    # vts, 10-06 20:05:22: vLLM prints no year; 2000 keeps differences right
+    return _seconds(2000, int(ts[0:2]), int(ts[3:5]), int(ts[6:8]), int(ts[9:11]), int(ts[12:14]))
+
+
+Span = tuple[int, int]
+# Where a line's prefixes end, where its rank is ("ranks" | "proc" | "tag", span, vLLM rank span)
+# and where each prefix layer's timestamp is (kind, span).
+Layers = tuple[int, "tuple[str, Span, Span | None] | None", tuple[tuple[str, Span], ...]]
+
+
+def _layers(text: str) -> Layers:
+    """Where a line's prefixes, rank and timestamps lie (see Layers)."""
     pos = 0
-    rank: str | None = None
-    when: float | None = None
+    rank: tuple[str, Span, Span | None] | None = None
+    times: list[tuple[str, Span]] = []
     n = len(text)
     for _ in range(6):
         if pos >= n:
@@ -108,20 +120,67 @@ def peel(text: str) -> tuple[int, str | None, float | None]:
         m = rx.match(text, pos) if rx is not None else None
         if m is None or m.end() == pos:
             break
-        g = {k.partition("_")[0]: v for k, v in m.groupdict().items() if v is not None}
+        g = {k.partition("_")[0]: (v, m.span(k)) for k, v in m.groupdict().items() if v}
         if rank is None:
-            if g.get("ranks"):
-                rank = g["ranks"].strip() or None
-            elif g.get("proc") and g["proc"] != "APIServer":
-                rank = g["proc"] + (f" rank={g['vrank']}" if g.get("vrank") else "")
-        if when is None:
-            when = _when(g)
+            if "ranks" in g:
+                rank = ("ranks", g["ranks"][1], None) if g["ranks"][0].strip() else None
+            elif "proc" in g and g["proc"][0] != "APIServer":
+                rank = ("proc", g["proc"][1], g["vrank"][1] if "vrank" in g else None)
+        kind = next((k for k in ("ts", "tts", "vts") if k in g), None)
+        if kind is not None:
+            times.append((kind, g[kind][1]))
         pos = m.end()
     if rank is None and "ank" in text:
         m = _RANK_TAG.search(text)
         if m:
-            rank = f"rank{m.group(1)}"
+            rank = ("tag", m.span(1), None)
+    return pos, rank, tuple(times)
+
+
+def _read(text: str, layers: Layers) -> tuple[int, str | None, float | None]:
+    """peel's answer for a line from where its parts lie (the first valid timestamp wins)."""
+    pos, where, times = layers
+    rank = None
+    if where is not None:
+        kind, (a, b), vrank = where
+        if kind == "ranks":
+            rank = text[a:b].strip()
+        elif kind == "proc":
+            rank = text[a:b] + (f" rank={text[vrank[0]:vrank[1]]}" if vrank else "")
+        else:
+            rank = "rank" + text[a:b]
+    when = None
+    for kind, (a, b) in times:
+        when = _when(kind, text[a:b])
+        if when is not None:
+            break
     return pos, rank, when
+
+
+def peel(text: str) -> tuple[int, str | None, float | None]:
+    """(where the body starts, rank, unix time) of a line. The first timestamp wins (an outer
+    collector's clock stays consistent across processes)."""
+    return _read(text, _layers(text))
+
+
+# ASCII digits 1-9 as 0: lines equal after this differ only in their digits' values (times, pids,
+# ranks), which no prefix pattern tells apart, so they peel into the same spans.
+_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_DIGITS = re.compile(r"\d")
+_SHAPES: dict[bytes, tuple[Layers, str]] = {}
+
+
+def peel_line(text: str) -> tuple[int, str | None, float | None, str]:
+    """peel(text) and its prefix without digits, the spans cached per line shape (see _ZERO)."""
+    key = text.encode("utf-8", "surrogatepass").translate(_ZERO)
+    got = _SHAPES.get(key)
+    if got is None:
+        layers = _layers(text)
+        got = (layers, _DIGITS.sub("", text[:layers[0]]))
+        if len(_SHAPES) >= 4096:
+            _SHAPES.clear()
+        _SHAPES[key] = got
+    return (*_read(text, got[0]), got[1])
 
 
 def strip_prefix(text: str) -> tuple[str, str | None, float | None]:
