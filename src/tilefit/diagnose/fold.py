@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tilefit.diagnose.events import MARKER_KINDS, STICKY, TACTIC_SKIPPED, TRACEBACK
+from tilefit.diagnose.events import ERROR, EXCEPTION, FATAL, MARKER_KINDS, STICKY, TACTIC_SKIPPED, TRACEBACK
 from tilefit.diagnose.analyze import LineReader
 from tilefit.diagnose.diagnosis import FailureClass
 from tilefit.diagnose.lineshape import is_source
@@ -97,7 +97,7 @@ def covers(gated: Record, count: int, reader: LineReader) -> bool:
     segments, packed, tiers = payload
     if tiers or len(segments) != 1 or packed[0] is None:
         return False
-    skipped, _, window = _facts(packed[0][3], reader)
+    skipped, _, window, _ = _facts(packed[0][3], reader)
     return skipped and count <= window and not is_source(segments[0][packed[0][0]:], True)
 
 
@@ -109,19 +109,28 @@ def _foldable(gated: Record, run: Record, reader: LineReader, opened: int) -> bo
     return _facts(gated[2][1][0][3], reader)[1]
 
 
-_FACTS: dict[int, tuple[Any, tuple[bool, bool, int]]] = {}
+def unresolving(packed: list[Any], reader: LineReader) -> bool:
+    """Whether a line's matches (packed, per segment) can leave an error for a later served
+    request to resolve. A caught tactic failure cannot, whatever error it quotes: its event is
+    benign and caught (verdict.Tracker._merge); only a traceback marker on its line still counts."""
+    return any(p is not None and _facts(p[3], reader)[3] for p in packed)
 
 
-def _facts(matches: Any, reader: LineReader) -> tuple[bool, bool, int]:
-    """(a skipped tactic among them, failures only and none sticky, the failures' widest window) of
-    a line's packed matches; cached like lineshape.shape (the reader packs a line once)."""
+_FACTS: dict[int, tuple[Any, tuple[bool, bool, int, bool]]] = {}
+
+
+def _facts(matches: Any, reader: LineReader) -> tuple[bool, bool, int, bool]:
+    """(a skipped tactic among them, failures only and none sticky, the failures' widest window,
+    unresolving) of a line's packed matches; cached like lineshape.shape (a line packs once)."""
     got = _FACTS.get(id(matches))
     if got is not None and got[0] is matches:
         return got[1]
     rules = [reader.rules.rules[i].rule for i, _ in matches]
-    facts = (any(r.kind == TACTIC_SKIPPED for r in rules),
-             not any(r.kind in MARKER_KINDS or r.kind in STICKY for r in rules),
-             max((r.window for r in rules if r.kind not in MARKER_KINDS), default=0))
+    skipped = any(r.kind == TACTIC_SKIPPED for r in rules)
+    deciding = [r for r in rules if r.kind == TRACEBACK] if skipped else rules
+    facts = (skipped, not any(r.kind in MARKER_KINDS or r.kind in STICKY for r in rules),
+             max((r.window for r in rules if r.kind not in MARKER_KINDS), default=0),
+             any(r.severity in (ERROR, FATAL) or r.kind in (EXCEPTION, TRACEBACK) for r in deciding))
     if len(_FACTS) >= 1024:
         _FACTS.clear()
     _FACTS[id(matches)] = (matches, facts)

@@ -20,8 +20,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
 from tilefit.diagnose.analyze import LineReader
-from tilefit.diagnose.fold import FOLD, FRAME, GATED, RUN, Record, covers, fold, merge
-from tilefit.diagnose.events import ERROR, EXCEPTION, FATAL, TACTIC_SKIPPED, TIERS, TRACEBACK, Rule
+from tilefit.diagnose.fold import FOLD, FRAME, GATED, RUN, Record, covers, fold, merge, unresolving
+from tilefit.diagnose.events import TIERS, Rule
 from tilefit.diagnose.parser import MAX_LINE, LineScanner, is_backtrace_frame
 from tilefit.diagnose.rules import RuleSet
 
@@ -55,21 +55,6 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     # the first of each tier after each such line; a caught tactic failure or a progress line
     # cannot leave one.
     sent: set[str] = set()
-    rule_of = reader.rules.rules
-
-    def unresolving(packed: list[Any]) -> bool:
-        """Whether a line's matches can leave an error for a later served request to resolve. A
-        caught tactic failure cannot, whatever error it quotes: its event is benign and caught
-        (verdict.Tracker._merge); only a traceback marker on its line still counts."""
-        for p in packed:
-            if p is None:
-                continue
-            rules = [rule_of[i].rule for i, _ in p[3]]
-            if any(r.kind == TACTIC_SKIPPED for r in rules):
-                rules = [r for r in rules if r.kind == TRACEBACK]
-            if any(r.severity in (ERROR, FATAL) or r.kind in (EXCEPTION, TRACEBACK) for r in rules):
-                return True
-        return False
 
     def needs() -> tuple[str, ...]:
         return tuple(t for t in TIERS if t not in sent)
@@ -84,7 +69,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
                 packed = [reader.pack(t) for t in segments]
             if tiers:
                 sent.update(tiers)
-            elif unresolving(packed):
+            elif unresolving(packed, reader):
                 sent.clear()
             records.append((line, GATED, (segments, packed, tiers)))
             return detail_lines
@@ -112,7 +97,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
             t = raw[start:stop].decode("utf-8", "replace")
             gated.append((raw.count(b"\n", 0, start), t, _tiers([t])))
             m = gate(raw, stop + 1)
-        if any(not tiers and unresolving([reader.pack(t)]) for _, t, tiers in gated):
+        if any(not tiers and unresolving([reader.pack(t)], reader) for _, t, tiers in gated):
             sent.clear()
         records.append((first, RUN, (count, reader.run(raw), gated)))
 
