@@ -35,6 +35,7 @@ READ = 1 << 20
 #   by one past the end of a window); FOLD: the middle of a run of caught tactic failures, counted.
 
 _READERS: dict[tuple[Rule, ...], LineReader] = {}  # per worker process: one reader per rule set
+_WORKER: list[LineReader] = []  # a pool worker's reader, made once (_start_worker)
 
 
 def _reader(rules: tuple[Rule, ...]) -> LineReader:
@@ -44,10 +45,16 @@ def _reader(rules: tuple[Rule, ...]) -> LineReader:
     return reader
 
 
-def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tuple[Rule, ...],
+def _start_worker(rules: tuple[Rule, ...]) -> None:
+    """A pool worker gets the rules once, not with every piece (24 KB pickled and hashed)."""
+    _WORKER[:] = [_reader(rules)]
+
+
+def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tuple[Rule, ...] | None = None,
                 max_line: int = MAX_LINE) -> tuple[int, list[Record]]:
-    """Lines starting in [start, stop): their count, and the records this piece owes the tracker."""
-    reader = _reader(rules)
+    """Lines starting in [start, stop): their count, and the records this piece owes the tracker
+    (`rules`: the worker's own when None)."""
+    reader = _reader(rules) if rules is not None else _WORKER[0]
     records: list[Record] = []
     # Weak-tier lines (Rule.tier) change the tracker's state only the first time after a line that
     # may leave an error unresolved (a served request makes the server ready and resolves errors;
@@ -239,13 +246,13 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
     replay = _Replay(tracker)
     gc.freeze()  # forked readers then share this process's objects instead of copying them
     try:
-        with ProcessPoolExecutor(max_workers=workers) as ex:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(rules,)) as ex:
             pending: deque[Future] = deque()
             nxt = taken = 0
             while nxt < len(starts) or pending:
                 while nxt < len(starts) and len(pending) < 2 * workers:
                     s = starts[nxt]
-                    pending.append(ex.submit(_scan_piece, path, s, min(size, s + piece), detail_lines, rules))
+                    pending.append(ex.submit(_scan_piece, path, s, min(size, s + piece), detail_lines))
                     nxt += 1
                 nlines, records = pending.popleft().result()
                 replay.feed(records, base)
