@@ -24,7 +24,7 @@ from typing import Any
 from tilefit.diagnose.events import ERROR, EXCEPTION, FATAL, MARKER_KINDS, STICKY, TACTIC_SKIPPED, TRACEBACK
 from tilefit.diagnose.analyze import LineReader
 from tilefit.diagnose.diagnosis import FailureClass
-from tilefit.diagnose.lineshape import is_source
+from tilefit.diagnose.lineshape import TOOLS, is_source
 from tilefit.diagnose.verdict import TRACEBACK_LINES, Tracker
 
 # Record kinds (parallel.py): (line within the piece, kind, payload).
@@ -139,14 +139,30 @@ def _facts(matches: Any, reader: LineReader) -> tuple[bool, bool, int, bool]:
 
 def _count(middle: list[Record], reader: LineReader, last: int) -> Fold:
     """Feed the middle of a run to a scratch tracker (`last`: the line read before it); what it
-    counted, and the window the parallel replay would hold after it."""
+    counted, and the window the parallel replay would hold after it.
+
+    A failure's effect on the scratch tracker does not depend on its state (no traceback, no
+    pending error, no open failure it could be quoted under), and a run repeats a few failures
+    (the same line analysis, backtrace and rank, by identity: the reader caches them): a repeat
+    adds its first occurrence's counts again and moves the last line and time; its tactic, tile,
+    rank and fields were added already and are kept once."""
     scratch = Tracker(reader.rules)
     scratch.reader = reader  # the worker's caches
+    repeats: dict[tuple[Any, ...], tuple[int, Counts]] = {}
     chained, until = True, 0
     for k in range(0, len(middle), 2):
         (line, _, (segments, packed, _)), (first, _, (count, found, _)) = middle[k], middle[k + 1]
-        want = scratch.process(line, segments, True, packed)  # > 0: covers() held
-        scratch.frame_details(first, found)
+        p = packed[0]
+        key = (id(p[3]), id(p[4]), id(found), p[1], tuple(tool in segments[0] for tool in TOOLS))
+        got = repeats.get(key)
+        if got is None:
+            before = _counts(scratch)
+            want = scratch.process(line, segments, True, packed)  # > 0: covers() held
+            scratch.frame_details(first, found)
+            repeats[key] = want, _minus(_counts(scratch), before)
+        else:
+            want, added = got
+            _add(scratch, added, line, p[2])
         if line > last + 1:  # a line between ends the window before (parallel._Replay._gap)
             chained, until = False, 0
         until, last = max(until, line + want), first + count - 1
@@ -157,6 +173,36 @@ def _count(middle: list[Record], reader: LineReader, last: int) -> Fold:
                 also=frozenset(scratch.also), arch_votes=tuple(scratch.arch_votes.items()),
                 last_time=scratch.last_time, tool=scratch.hints.get("tool"), seen=scratch.seen,
                 last=last, window_until=until, chained=chained)
+
+
+Counts = tuple[int, int, int, dict[str, int], dict[str, int]]
+
+
+def _counts(t: Tracker) -> Counts:
+    """The scratch tracker's additive counts: failures, survived, lines seen, per engine, per arch."""
+    fc = t.classes.get(TACTIC_SKIPPED)
+    return fc.count if fc else 0, fc.survived if fc else 0, t.seen, dict(t.engines), dict(t.arch_votes)
+
+
+def _minus(after: Counts, before: Counts) -> Counts:
+    return (after[0] - before[0], after[1] - before[1], after[2] - before[2],
+            {k: n - before[3].get(k, 0) for k, n in after[3].items() if n != before[3].get(k, 0)},
+            {k: n - before[4].get(k, 0) for k, n in after[4].items() if n != before[4].get(k, 0)})
+
+
+def _add(t: Tracker, added: Counts, line: int, when: float | None) -> None:
+    """A repeat's counts (see _counts) added again; its line and time are the latest."""
+    fc = t.classes[TACTIC_SKIPPED]
+    fc.count += added[0]
+    fc.survived += added[1]
+    fc.last_line = line
+    t.seen += added[2]
+    for engine, n in added[3].items():
+        t.engines[engine] += n
+    for arch, n in added[4].items():
+        t.arch_votes[arch] += n
+    if when is not None:
+        t.last_time = when
 
 
 def merge(tracker: Tracker, f: Fold, base: int) -> None:

@@ -95,6 +95,9 @@ def backtrace(found: Any) -> Backtrace:
 NOT_FAILURES = (ev.NO_CONFIG,)
 
 
+# Tuning scripts a line may name (the last named one is the log's tool, unless one was named before).
+TOOLS = ("benchmark_moe", "tuning_fused_moe_triton")
+
 # vLLM's process names in its "(Name pid=N)" tags (vLLM 0.11.0: v1/engine/core.py, multiproc_executor.py).
 VLLM_PROCS = ("EngineCore", "VllmWorker", "Worker_", "APIServer", "VllmWorkerProcess")
 

@@ -29,7 +29,7 @@ from tilefit.diagnose.diagnosis import (
 from tilefit.diagnose.parser import is_backtrace_frame
 from tilefit.diagnose.lineshape import (
     ATTACHED, NOT_FAILURES, VLLM_PROCS, WARNING_LEVEL, backtrace, cause_kind, is_source, phase, ready_line,
-    remember, shape, specificity, tile_of,
+    TOOLS, remember, shape, specificity, tile_of,
 )
 from tilefit.diagnose.rules import ENGINE_RANK, RuleSet
 
@@ -141,7 +141,7 @@ class Tracker:
             self.last_time = when
         details = self._vote(found) if (matches or self.open or self.traceback) else {}
         if "tool" not in self.hints:
-            for tool in ("benchmark_moe", "tuning_fused_moe_triton"):
+            for tool in TOOLS:
                 if tool in text:
                     self.hints["tool"] = tool
         if not matches:
