@@ -283,6 +283,8 @@ def refloor(path: str) -> None:
     from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
 
     d = json.loads(Path(path).read_text())
+    if d["dtype"] == "fp8":  # results written before the rename: "fp8" was the block-scaled kernel
+        d["dtype"] = "fp8-block"
     layer = layer_shape(d["layout"], d["dtype"])
     catalog = Device.from_gpu(get_gpu("h200"), d["dtype"])
     measured = Ceilings(**d["ceilings"]).device(catalog)
