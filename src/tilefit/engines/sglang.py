@@ -203,15 +203,17 @@ class Sglang(TritonEngine):
                             device_name: str, weight_dtype: str, gemm1: Mapping[int, Mapping[str, int]],
                             gemm2: Mapping[int, Mapping[str, int]] | None,
                             triton_version: str | None) -> list[Path]:
-        """gemm1's file under triton_X_Y_Z/ and, when gemm2 was tuned separately, the `_down` file
-        next to it. No "triton_version" key: SGLang's loader int()s every key."""
+        """gemm1's file under configs/triton_X_Y_Z/ and, when gemm2 was tuned separately, the
+        `_down` file next to it: `out_dir` is the folder to give SGLang as SGLANG_MOE_CONFIG_DIR
+        (it reads <dir>/configs/triton_X_Y_Z/ and lists <dir>/configs, failing when it is
+        missing). No "triton_version" key: SGLang's loader int()s every key."""
         if not triton_version:
             raise UsageError("SGLang files live in a triton_X_Y_Z folder: the Triton version is needed")
         dtype, block = engine_dtype(weight_dtype)
         if gemm2 is not None:
             check_down_configs(gemm1, gemm2)
         files = [(gemm1, False)] + ([(gemm2, True)] if gemm2 is not None else [])
-        return [write_json_atomic(Path(out_dir) / config_relpath(E, N, device_name, triton_version,
+        return [write_json_atomic(Path(out_dir) / "configs" / config_relpath(E, N, device_name, triton_version,
                                                                  dtype, block, down),
                                   config_content(per_batch, None)) for per_batch, down in files]
 
