@@ -6,7 +6,10 @@ naming and return exactly the configs tilefit wrote, for every batch key.
 The tuning is the fake target's (CPU stand-in timings) through tilefit's real emit path, for GLM-5's
 per-rank shapes. Stood in, as there is no GPU here: the device name the engines ask for, and for
 SGLang the server settings its lookup reads (deterministic inference off: SGLang's default).
-Each test skips with the reason when its engine is not installed; .ci/run installs both.
+Each test skips with the reason when its engine is not installed. .ci/run installs both into a
+folder of their own and runs this file with it on PYTHONPATH; by hand:
+    pip install --no-deps --target /tmp/engines -r .ci/engine-lookup.txt
+    PYTHONPATH=/tmp/engines python -m pytest -q tests/test_emit_engine_load.py
 """
 
 from __future__ import annotations
@@ -107,8 +110,8 @@ def _not_installed(engine: str):
     """Decided at collection, so a missing engine costs no tuning run."""
     return pytest.mark.skipif(
         importlib.util.find_spec(engine) is None,
-        reason=f"{engine} is not installed: its own get_moe_configs cannot run here (.ci/run installs "
-               f"the pinned wheel with --no-deps and the modules its lookup's import needs)")
+        reason=f"{engine} is not installed: its own get_moe_configs cannot run here (pip install "
+               f"--no-deps --target DIR -r .ci/engine-lookup.txt, then PYTHONPATH=DIR)")
 
 
 def _vllm_fused_moe():
