@@ -62,3 +62,21 @@ def test_tilefit_side_reads_tilefit_data():
     assert says["sglang: NVFP4 MoE on SM120, --moe-runner-backend auto"]("0.5.13").startswith("flashinfer_cutlass when")
     assert says["vllm: bf16 MoE on SM120, auto"]("0.15.0") == "TRITON unless VLLM_USE_FLASHINFER_MOE_FP16=1 with EP"
     assert says["sglang: pinned flashinfer-python"]("0.5.23") == "0.7.2"
+
+
+def test_tuned_file_readers_and_tilefit_writers_agree(tmp_path):
+    # sglang 0.5.23 fused_moe_triton_config.py; vLLM 0.10.2 vs 0.11.0 get_moe_configs.
+    _write(tmp_path, "sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py",
+           'config_file_path = os.path.join(\n    config_dir,\n    "configs",\n    version_dir,\n'
+           '    json_file_name,\n)\n')
+    assert sglang.facts(tmp_path)["sglang: tuned-file folder under the config dir"] == \
+        tilefit_side.SAYS["sglang: tuned-file folder under the config dir"]("0.5.23") == \
+        "<dir>/configs/triton_X_Y_Z/"
+    moe = "vllm/model_executor/layers/fused_moe/fused_moe.py"
+    key = "vllm: triton_version key of a tuned file"
+    _write(tmp_path, moe, "def get_moe_configs(E, N):\n    return {int(key): val for key, val in "
+                          "json.load(f).items()}\n")
+    assert vllm.facts(tmp_path)[key] == tilefit_side.SAYS[key]("0.10.2") != "popped"
+    _write(tmp_path, moe, 'def get_moe_configs(E, N):\n    tuned_config.pop("triton_version", None)\n'
+                          "    return {int(key): val for key, val in tuned_config.items()}\n")
+    assert vllm.facts(tmp_path)[key] == tilefit_side.SAYS[key]("0.11.0") == "popped"

@@ -27,6 +27,7 @@ def facts(root: Path) -> dict[str, str]:
         "sglang: tuned-config package folder": _config_root(root),
         "sglang: Triton-version folder fallback": _fallback(root),
         "sglang: SGLANG_MOE_CONFIG_DIR read": _config_env(root),
+        "sglang: tuned-file folder under the config dir": _config_layout(root),
         "sglang: ready line": _has(root, "The server is fired up and ready to roll!"),
         "sglang: init progress line": _init_line(root),
         "sglang: decode CUDA-graph capture line": _capture_line(root),
@@ -84,6 +85,14 @@ def _config_env(root: Path) -> str:
     src = _config_source(root)
     return "replaces the package folder" if '"SGLANG_MOE_CONFIG_DIR", os.path.dirname' in src \
         else ("read" if "SGLANG_MOE_CONFIG_DIR" in src else ABSENT)
+
+
+def _config_layout(root: Path) -> str:
+    """Where get_moe_configs opens a tuned file, below $SGLANG_MOE_CONFIG_DIR (or the package)."""
+    src = _config_source(root)
+    if re.search(r'os\.path\.join\(\s*config_dir,\s*"configs",\s*version_dir', src):
+        return "<dir>/configs/triton_X_Y_Z/"
+    return ABSENT
 
 
 @lru_cache(maxsize=4)

@@ -115,6 +115,20 @@ def sglang_config_env(version: str) -> str:
         else ABSENT
 
 
+def sglang_config_layout(version: str) -> str:
+    """The folder tilefit's SGLang writer puts a file in, below the folder it is given."""
+    import tempfile
+
+    from tilefit.engines import get_engine
+    from tilefit.engines.triton_moe import CONFIG_KEYS
+    with tempfile.TemporaryDirectory() as d:
+        (path,) = get_engine("sglang").write_tuned_configs(
+            d, E=8, N=64, device_name="GPU", weight_dtype="bf16", gemm1={1: dict.fromkeys(CONFIG_KEYS, 1)},
+            gemm2=None, triton_version="1.2.3")
+        rel = path.parent.relative_to(d).as_posix()
+    return "<dir>/" + rel.replace("triton_1_2_3", "triton_X_Y_Z") + "/"
+
+
 def pinned(engine: str) -> Callable[[str], str]:
     def says(version: str) -> str:
         from tilefit.engines.pins import flashinfer_pin
@@ -149,8 +163,15 @@ def vllm_finalize(version: str) -> str:
         else "passed"
 
 
+def vllm_version_key(version: str) -> str:
+    from tilefit.engines.vllm import VERSION_KEY_POPPED_SINCE
+    return "popped" if _v(version) >= _v(VERSION_KEY_POPPED_SINCE) else \
+        "int() like a batch key (a file carrying it fails)"
+
+
 def vllm_default_warning(version: str) -> str:
-    src = (RULES_DIR.parent.parent / "check" / "triton_path.py").read_text()
+    # check/ quotes the warning wherever it reports a missing tuned file (the module has moved once).
+    src = "".join(p.read_text() for p in (RULES_DIR.parent.parent / "check").glob("*.py"))
     return "present" if "Using default MoE config. Performance might be sub-optimal!" in src else ABSENT
 
 
@@ -191,6 +212,7 @@ SAYS: dict[str, Callable[[str], str]] = {
     "sglang: tuned-config package folder": sglang_config_root,
     "sglang: Triton-version folder fallback": sglang_fallback,
     "sglang: SGLANG_MOE_CONFIG_DIR read": sglang_config_env,
+    "sglang: tuned-file folder under the config dir": sglang_config_layout,
     "sglang: --disable-flashinfer-autotune": lambda v: _remedy("sglang", "--disable-flashinfer-autotune", v),
     "sglang: pinned flashinfer-python": pinned("sglang"),
     "vllm: pinned flashinfer-python": pinned("vllm"),
@@ -201,6 +223,7 @@ SAYS: dict[str, Callable[[str], str]] = {
     "vllm: --moe-backend": lambda v: _remedy("vllm", "--moe-backend", v),
     "vllm: fused finalize passed to FlashInfer": vllm_finalize,
     "vllm: default-config warning": vllm_default_warning,
+    "vllm: triton_version key of a tuned file": vllm_version_key,
     "flashinfer: FLASHINFER_TACTICS_BLOCKLIST": fi_blocklist,
     "flashinfer: gemm2 list follows use_fused_finalize": fi_switch,
     "flashinfer: FINALIZE tactics on": fi_finalize_archs,

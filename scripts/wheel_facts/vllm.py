@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from wheel_facts.pins import pin
-from wheel_facts.read import ABSENT, grep_tree, text
+from wheel_facts.read import ABSENT, block_after, grep_tree, text
 
 MOE = "vllm/model_executor/layers/fused_moe/"
 
@@ -22,6 +22,7 @@ def facts(root: Path) -> dict[str, str]:
         "vllm: --moe-backend": _moe_backend_flag(root),
         "vllm: fused finalize passed to FlashInfer": _finalize(root),
         "vllm: pinned flashinfer-python": pin(root) or ABSENT,
+        "vllm: triton_version key of a tuned file": _version_key(root),
         "vllm: default-config warning": (
             "present" if grep_tree(root, MOE, "Using default MoE config. Performance might be "
                                              "sub-optimal") else ABSENT),
@@ -75,3 +76,11 @@ def _finalize(root: Path) -> str:
     if not src:
         return ABSENT
     return "passed" if "use_fused_finalize" in src else "not passed (FlashInfer default: on)"
+
+
+def _version_key(root: Path) -> str:
+    """get_moe_configs on a tuned file's "triton_version" key: popped, or int() like a batch key."""
+    src = block_after(text(root, MOE + "fused_moe.py"), "def get_moe_configs", 4000)
+    if 'pop("triton_version"' in src:
+        return "popped"
+    return "int() like a batch key (a file carrying it fails)" if "int(key)" in src else ABSENT

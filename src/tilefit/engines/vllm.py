@@ -18,6 +18,10 @@ from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 
 TUNED_ENV = "VLLM_TUNED_CONFIG_FOLDER"
+# get_moe_configs pops a tuned file's "triton_version" key from 0.11.0; 0.10.1-0.10.2 (which read
+# VLLM_TUNED_CONFIG_FOLDER already) int() it like a batch key and fail on the files tilefit writes
+# (fused_moe.py, vllm 0.9.0-0.33.0 wheels).
+VERSION_KEY_POPPED_SINCE = "0.11.0"
 PKG_CONFIGS = ("model_executor", "layers", "fused_moe", "configs")  # the shipped files
 
 _PATH = "vllm/model_executor/layers/fused_moe/fused_moe.py (get_default_config)"
@@ -62,7 +66,7 @@ def _default(M: int, E: int, dtype: str | None, bs: tuple[int, int] | None, v: t
 
 def device_name(name: str) -> str:
     """The device part of a vLLM file name: spaces -> '_', any H200 variant -> 'NVIDIA_H200'
-    (vllm >= 0.16.0 get_config_file_name)."""
+    (get_config_file_name, vllm 0.11.1-0.33.0 wheels; 0.11.0 keeps the full name)."""
     part = device_part(name)
     return "NVIDIA_H200" if "H200" in part.split("_") else part
 
@@ -115,7 +119,8 @@ class Vllm(TritonEngine):
                             device_name: str, weight_dtype: str, gemm1: Mapping[int, Mapping[str, int]],
                             gemm2: Mapping[int, Mapping[str, int]] | None,
                             triton_version: str | None) -> list[Path]:
-        """One file, `triton_version` first (vLLM pops it before reading batch keys)."""
+        """One file, `triton_version` first (vLLM pops it before reading batch keys, from
+        VERSION_KEY_POPPED_SINCE)."""
         if gemm2 is not None:
             raise UsageError("vLLM reads one fused-MoE config for both GEMMs; tune them together")
         dtype, block = engine_dtype(weight_dtype)
