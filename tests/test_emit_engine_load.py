@@ -105,7 +105,6 @@ def _written(path: Path) -> dict[int, dict[str, int]]:
     return read_config_file(path)[1]
 
 
-# ------------------------------------------------------------------------------------------ vLLM
 def _not_installed(engine: str):
     """Decided at collection, so a missing engine costs no tuning run."""
     return pytest.mark.skipif(
@@ -114,6 +113,7 @@ def _not_installed(engine: str):
                f"--no-deps --target DIR -r .ci/engine-lookup.txt, then PYTHONPATH=DIR)")
 
 
+# ------------------------------------------------------------------------------------------ vLLM
 def _vllm_fused_moe():
     try:
         return importlib.import_module(VLLM_MODULE)
