@@ -19,7 +19,7 @@ import importlib
 import importlib.util
 import io
 import json
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -105,6 +105,16 @@ def _written(path: Path) -> dict[int, dict[str, int]]:
     return read_config_file(path)[1]
 
 
+@contextmanager
+def _uncached(lookup):
+    """Both engines lru-cache get_moe_configs: an answer for another test's folder must not leak."""
+    lookup.get_moe_configs.cache_clear()
+    try:
+        yield
+    finally:
+        lookup.get_moe_configs.cache_clear()
+
+
 def _not_installed(engine: str):
     """Decided at collection, so a missing engine costs no tuning run."""
     return pytest.mark.skipif(
@@ -129,9 +139,8 @@ def vllm_lookup(emitted, monkeypatch):
     monkeypatch.setattr(current_platform, "get_device_name", lambda device_id=0: DEVICE)
     monkeypatch.setenv("VLLM_TUNED_CONFIG_FOLDER", str(emitted.out / "vllm"))
     monkeypatch.delenv("VLLM_BATCH_INVARIANT", raising=False)  # its lookup returns None then
-    fused_moe.get_moe_configs.cache_clear()
-    yield fused_moe
-    fused_moe.get_moe_configs.cache_clear()
+    with _uncached(fused_moe):
+        yield fused_moe
 
 
 @_not_installed("vllm")
@@ -206,9 +215,8 @@ def sglang_lookup(emitted, monkeypatch):
     else:
         monkeypatch.setattr(module, "get_global_server_args", lambda: off)
     monkeypatch.setenv("SGLANG_MOE_CONFIG_DIR", str(emitted.out / "sglang"))
-    module.get_moe_configs.cache_clear()
-    yield module
-    module.get_moe_configs.cache_clear()
+    with _uncached(module):
+        yield module
 
 
 @_not_installed("sglang")
