@@ -124,3 +124,44 @@ def test_lines_differing_in_digits_peel_alike(prefixes, body, rnd):
     peel_line(text)
     other = "".join(rnd.choice("0123456789") if "0" <= c <= "9" else c for c in text)
     assert peel_line(other)[:3] == peel(other)
+
+
+_TRICKY = [
+    b"Traceback (most recent call last):\n", b'  File "x.py", line 3, in <module>\n', b"    raise RuntimeError('x')\n",
+    b"RuntimeError: CUDA error: an illegal memory access was encountered\n",
+    b"2025-10-06 20:03:20,000 - WARNING - autotuner.py:484 - flashinfer.jit: [Autotuner]: Skipping tactic <r> 3, "
+    b"due to failure while profiling: CUDA error: an illegal memory access was encountered\n",
+    b"[TensorRT-LLM][ERROR] Failed to initialize cutlass TMA WS grouped gemm. Error: Error Internal\n",
+    b"1       0x7f3c2a1b0000 tensorrt_llm::common::throw\x1b[31mRuntimeError\r(char const*) + 78\n",
+    b"Killed\n", b"[2025-10-06 20:05:22 TP0] Decode batch. #running-req: 1, #token: 5\n",
+    b"The server is fired up and ready to roll!\n", b"x" * 70000 + b" Skipping tactic\n", b"    at foo.py:12\n",
+    b"(EngineCore_DP0 pid=1) ERROR 10-06 20:10:01 [core.py:1] EngineCore failed to start.\n",
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_warmups_spliced_with_tricky_lines_read_alike(tmp_path, seed):
+    """Slices of SM120 warmups with tracebacks, sticky errors, quoted init failures, CR/ESC frames,
+    over-long lines, readiness and deaths spliced in at random: serial and parallel agree."""
+    rnd = random.Random(seed)
+    warmups = [p.read_bytes().splitlines(True) * 3 for p in SM120]
+    real = sorted((FIXTURES / "real").glob("*.log"))
+    lines: list[bytes] = []
+    for _ in range(rnd.randint(3, 10)):
+        k = rnd.random()
+        if k < 0.4:
+            src = rnd.choice(warmups)
+            a = rnd.randrange(len(src))
+            lines += src[a:a + rnd.randint(300, 1500)]
+        elif k < 0.75:
+            lines += [rnd.choice(_TRICKY) for _ in range(rnd.randint(1, 5))]
+        else:
+            lines += rnd.choice(real).read_bytes().splitlines(True)
+        if rnd.random() < 0.3:
+            lines.insert(rnd.randrange(len(lines) + 1), rnd.choice(_TRICKY))
+    data = b"".join(lines)
+    path = tmp_path / "spliced.log"
+    path.write_bytes(data)
+    serial = _serial(data)
+    for piece in (rnd.randint(2000, 30000), rnd.randint(100_000, 400_000)):
+        assert _parallel(path, piece) == serial, piece
