@@ -26,7 +26,11 @@ from tilefit.diagnose.parser import MAX_LINE, LineScanner, is_backtrace_frame
 from tilefit.diagnose.rules import RuleSet
 
 PIECE = 4 << 20
-READ = 1 << 20
+# A reader reads its piece in blocks this large. Each block and the copy that joins it to the last
+# block's unfinished line are malloc'd; past 128 KB glibc soon serves such blocks from the heap and
+# keeps them: 1 MB blocks left a reader 9.3 MB of private memory, 256 KB 6.5 MB, for 2% of its speed
+# (64 KB: 6.3 MB, 10% slower). Measured on the dense benchmark log, benchmarks/RESULTS.md.
+READ = 256 << 10
 
 # Records (fold.py): (line number within the piece, kind, payload):
 #   GATED: (segments, their packed analyses, weak tiers); FRAME: segments of an ungated line that
