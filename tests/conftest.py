@@ -10,6 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run, so a red CI is reproducible and never a
+# coin toss; TILEFIT_HYPOTHESIS_EXPLORE=1 draws fresh examples when hunting for new failures.
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile("explore" if os.environ.get("TILEFIT_HYPOTHESIS_EXPLORE") == "1" else "repeatable")
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -11,8 +11,6 @@ import random
 from importlib import resources
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from tilefit.errors import MissingDependency, UsageError
 from tilefit.hw.catalog import get_arch
@@ -76,21 +74,25 @@ def test_sm120_fp8_128x256x128_needs_more_than_the_limit(dtype):
     assert v.footprint.dominant().name == "B stages"
 
 
-@settings(max_examples=200, deadline=None)
-@given(arch=st.sampled_from(["sm80", "sm86", "sm89", "sm90", "sm100", "sm120"]),
-       dtype=st.sampled_from(["bf16", "fp16", "fp8", "fp8-block"]), data=st.data())
-def test_footprint_terms_add_up_and_grow_with_stages(arch, dtype, data):
+@pytest.mark.parametrize("arch", ["sm80", "sm86", "sm89", "sm90", "sm100", "sm120"])
+def test_footprint_terms_add_up_and_never_shrink_with_stages(arch):
+    """Every config of every dtype, not a random draw: the terms add up to the total, and one more
+    stage never needs less. The total stays the same only where the compiler's epilogue layout
+    conversion needs more than the pipeline buffers it reuses (recorded: sm89 per-tensor fp8
+    128x128x64 and 256x128x64 at 8 warps, 2 and 3 stages both 32,768 / 65,536 B)."""
     a = get_arch(arch)
-    if dtype not in FAMILY.dtypes(a):
-        assert FAMILY.verdict(MoEConfig(16, 128, 128, 1, 4, 2), a, dtype).status == UNSUPPORTED
-        return
-    cfg = data.draw(st.sampled_from(FAMILY.configs(a, dtype)))
-    fp = FAMILY.footprint(cfg, a, dtype)
-    assert fp.total == sum(t.bytes for t in fp.terms) == smem.total_bytes(cfg, a, dtype)
-    assert fp.dominant().name in ("A stages", "B stages")
-    if cfg.num_stages < 5:
-        deeper = MoEConfig(*cfg.values()[:5], cfg.num_stages + 1)
-        assert smem.total_bytes(deeper, a, dtype) > fp.total
+    for dtype in ("bf16", "fp16", "fp8", "fp8-block"):
+        if dtype not in FAMILY.dtypes(a):
+            assert FAMILY.verdict(MoEConfig(16, 128, 128, 1, 4, 2), a, dtype).status == UNSUPPORTED
+            continue
+        for cfg in FAMILY.configs(a, dtype):
+            fp = FAMILY.footprint(cfg, a, dtype)
+            assert fp.total == sum(t.bytes for t in fp.terms) == smem.total_bytes(cfg, a, dtype)
+            epilogue_led = fp.dominant().name == "epilogue scratch"
+            assert fp.dominant().name in ("A stages", "B stages") or epilogue_led, (arch, dtype, cfg)
+            if cfg.num_stages < 5:
+                deeper = smem.total_bytes(MoEConfig(*cfg.values()[:5], cfg.num_stages + 1), a, dtype)
+                assert deeper > fp.total or (epilogue_led and deeper == fp.total), (arch, dtype, cfg)
 
 
 def test_summary_names_how_many_configs_cannot_launch_on_sm120():
