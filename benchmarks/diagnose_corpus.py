@@ -1,12 +1,14 @@
 """How often `tilefit diagnose` agrees with what a real log excerpt alone shows.
 
 Reads tests/fixtures/real/*.toml (sidecars written by hand from public GitHub threads: `expected`,
-`holdout`, ...), diagnoses each `.log`, and prints the confusion matrix, fatal recall, non-fatal logs
-called fatal, and agreement. By default only the working set (holdout = false) is read; --holdout
-reads only the held-out fifth, --all both.
+`holdout`, `set`, ...), diagnoses each `.log`, and prints the confusion matrix, fatal recall, non-fatal
+logs called fatal, and agreement. By default only the working set (holdout = false) is read; --holdout
+reads only the first held-out set (the fifth kept aside in session 3), --holdout2 only the second one
+(sidecars with set = "holdout2", collected later from threads not in the corpus), --all everything.
 
-    python benchmarks/diagnose_corpus.py            # working set
-    python benchmarks/diagnose_corpus.py --holdout  # the held-out fifth, measured once at the end
+    python benchmarks/diagnose_corpus.py             # working set
+    python benchmarks/diagnose_corpus.py --holdout   # the first held-out set, measured once at the end
+    python benchmarks/diagnose_corpus.py --holdout2  # the second held-out set, measured once
 """
 
 from __future__ import annotations
@@ -24,12 +26,18 @@ REAL = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "real"
 VERDICTS = ("fatal", "recovered", "in-progress", "healthy", "unknown")
 
 
+def which_set(meta: dict) -> str:
+    """'work', 'holdout' (the first held-out set) or 'holdout2', from a sidecar."""
+    if not meta.get("holdout"):
+        return "work"
+    return "holdout2" if meta.get("set") == "holdout2" else "holdout"
+
+
 def entries(which: str) -> list[tuple[Path, dict]]:
     out = []
     for toml in sorted(REAL.glob("*.toml")):
         meta = tomllib.loads(toml.read_text())
-        held = bool(meta.get("holdout"))
-        if which == "all" or (which == "holdout") == held:
+        if which == "all" or which_set(meta) == which:
             out.append((toml.with_suffix(".log"), meta))
     return out
 
@@ -66,6 +74,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--holdout", action="store_const", const="holdout", dest="which")
+    group.add_argument("--holdout2", action="store_const", const="holdout2", dest="which")
     group.add_argument("--all", action="store_const", const="all", dest="which")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the logs that disagree")
     args = ap.parse_args()

@@ -4,7 +4,9 @@ over random and mutated inputs.
 
 The verdict is asserted for every entry of the working set. The held-out fifth (holdout = true) was
 looked at once, at the end, to measure how well the rules generalise (benchmarks/RESULTS.md); the
-entries it got wrong are expected failures with the reason, not rules tuned to them.
+entries it got wrong are expected failures with the reason, not rules tuned to them. A second held-out
+set (holdout = true, set = "holdout2"), collected later from threads not in the corpus, was measured
+once the same way.
 """
 
 from __future__ import annotations
@@ -41,6 +43,12 @@ HOLDOUT_MISSES: dict[str, str] = {
         "vLLM's 'Dumping scheduler output for model execution' (printed when the engine core fails) is not "
         "read as an end",
 }
+# The second held-out set, measured once (2026-12-01 08:01, 19 of 20 right; benchmarks/RESULTS.md).
+HOLDOUT2_MISSES: dict[str, str] = {
+    "deepep-deepep-137-internode-dispatch-timeout-trap":
+        "DeepEP's kernel timeout lines ('DeepEP dispatch ... timeout') are not read as an end, though DeepEP "
+        "calls trap() right after printing them",
+}
 MEASURED_HOLDOUT = True  # the held-out fifth has been measured: its entries are asserted too
 
 
@@ -60,8 +68,9 @@ def _params():
         marks = []
         if meta.get("holdout") and not MEASURED_HOLDOUT:
             marks.append(pytest.mark.skip(reason="held out until the rules are final"))
-        elif name in HOLDOUT_MISSES:
-            marks.append(pytest.mark.xfail(reason=HOLDOUT_MISSES[name], strict=True))
+        elif name in HOLDOUT_MISSES or name in HOLDOUT2_MISSES:
+            reason = HOLDOUT_MISSES.get(name) or HOLDOUT2_MISSES[name]
+            marks.append(pytest.mark.xfail(reason=reason, strict=True))
         yield pytest.param(name, meta, id=name, marks=marks)
 
 
@@ -92,9 +101,9 @@ def test_no_log_that_is_not_fatal_is_called_fatal():
 GOLDEN = REAL.parent.parent / "golden" / "diagnose" / "real"
 
 
-# Goldens are written for reviewed entries (each decisive line checked by hand); an entry added
-# later is covered by its verdict above until its golden is written and reviewed.
-@pytest.mark.parametrize("name,meta", [p for p in _params() if not p.marks and (GOLDEN / f"{p.id}.txt").exists()],
+# Every entry the rules get right has a golden, reviewed by hand (each decisive line checked); a missing
+# one fails (check_golden), and `pytest --update-golden` writes it for a new entry.
+@pytest.mark.parametrize("name,meta", [p for p in _params() if not p.marks],
                          ids=lambda v: v if isinstance(v, str) else "")
 def test_golden_output(name, meta, monkeypatch):
     monkeypatch.chdir(REAL.parent.parent.parent)  # golden files show relative paths
