@@ -165,3 +165,61 @@ def test_warmups_spliced_with_tricky_lines_read_alike(tmp_path, seed):
     serial = _serial(data)
     for piece in (rnd.randint(2000, 30000), rnd.randint(100_000, 400_000)):
         assert _parallel(path, piece) == serial, piece
+
+
+def _real_line(name: str, needle: str) -> bytes:
+    """The first line of a real fixture that holds `needle` (verbatim, with its newline)."""
+    return next(x for x in (FIXTURES / "real" / name).read_bytes().splitlines(True) if needle.encode() in x)
+
+
+# flashinfer-ai/flashinfer#2077 (vLLM, PP8 on SM120): a caught tactic failure and its first two
+# frames, each line under the worker's "(Worker_PPk pid=N) " prefix.
+_PP_UNIT = (FIXTURES / "real" / "vllm-flashinfer-2077-sm120-skipping-tactic-tma-ws.log").read_bytes().splitlines(True)[:3]
+_PP_DEATHS = [  # real lines that end or poison a process, from public threads (the fixtures' .toml)
+    _real_line("vllm-club3090-16-enginecore-oom-output-handler-failed.log", "torch.OutOfMemoryError: CUDA out of memory"),
+    _real_line("sglang-verl-1611-illegal-memory-sigquit-then-capture-bars-repeated.log",
+               "RuntimeError: CUDA error: an illegal memory access"),
+    _real_line("other-scalellm-38-compose-killed-exited-with-code-137.log", "exited with code 137"),
+]
+
+
+# How a rank's lines are tagged: vLLM's process wrapper tags every line (the thread's own shape; the
+# tag is an engine's activity marker, so these runs stay lines), a logger with the rank in its
+# format tags a record's first line only, the failure, not the frames of its multi-line message
+# (sglang's "[time TPk] " format; these runs fold).
+_RANK_TAGS = {"vllm": b"(Worker_PP%d pid=%d) ", "logger": b"[2025-11-11 06:41:27 TP%d] "}
+
+
+def _as_rank(line: bytes, k: int, tactic: int, tag: str = "vllm") -> bytes:
+    line = line.removeprefix(b"(Worker_PP0 pid=38385) ").replace(b"> 15, due to", b"> %d, due to" % tactic)
+    if tag == "vllm":
+        return _RANK_TAGS[tag] % (k, 38385 + k) + line
+    return line if line[:1].isdigit() else _RANK_TAGS[tag] % k + line
+@pytest.mark.parametrize("tag", sorted(_RANK_TAGS))
+@pytest.mark.parametrize("seed", range(3))
+def test_ranks_interleaved_in_a_run_and_deaths_inside_it_read_alike(tmp_path, seed, tag):
+    """One run of caught tactic failures logged by eight pipeline ranks (flashinfer#2077's lines):
+    whole failures from ranks in turn, lines of two ranks' failures interleaved, a death or a sticky
+    error of one rank inside the run, and a run crossing the pieces' boundaries: serial and parallel
+    diagnoses agree field for field, and under a logger's rank tag the whole-failure stretches fold."""
+    rnd = random.Random(seed)
+    lines: list[bytes] = []
+    for i in range(rnd.randint(700, 1200)):
+        k, tactic = rnd.randrange(8), rnd.randrange(40)
+        unit = [_as_rank(x, k, tactic, tag) for x in _PP_UNIT]
+        roll = rnd.random()
+        if roll < 0.05:  # two ranks' failures, line by line
+            other = [_as_rank(x, (k + 1) % 8, tactic + 1, tag) for x in _PP_UNIT]
+            unit = [x for pair in zip(unit, other) for x in pair]
+        elif roll < 0.06:  # a rank dies (or poisons its context) between a failure and its frames
+            unit.insert(rnd.randint(1, len(unit)), _as_rank(rnd.choice(_PP_DEATHS), k, tactic, tag))
+        elif roll < 0.07:
+            unit = [_as_rank(rnd.choice(_PP_DEATHS), k, tactic, tag)] + unit
+        lines += unit
+    data = b"".join(lines)
+    path = tmp_path / "pp8.log"
+    path.write_bytes(data)
+    serial = _serial(data)
+    for piece in (rnd.randint(3000, 20000), rnd.randint(60_000, 200_000), 1 << 24):
+        assert _parallel(path, piece) == serial, piece
+    assert (_folded(path, 1 << 24) > 100) == (tag == "logger")
