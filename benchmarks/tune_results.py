@@ -1,0 +1,83 @@
+"""bench_tune.py's result files, read and rewritten with no GPU: the GLM-5 layer a result's layout
+names, `--refloor` (floors recomputed from the timed routing draw) and `--summarize` (the markdown
+tables of benchmarks/RESULTS.md). Kept apart from the runs, which need the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def layer_shape(layout: str, dtype: str) -> Any:
+    from tilefit.layout import Layout, plan_layer
+    from tilefit.models import load_model
+    from tilefit.tune.targets.base import TuneShape
+
+    model = load_model("glm-5")
+    lay = Layout(tp=8) if layout == "tp8" else Layout(ep=8)
+    plan = plan_layer(model, lay)
+    return TuneShape("gemm1", plan.local_experts, model.hidden_size, model.expert_width // lay.tp,
+                     model.top_k, dtype, model.num_experts)
+
+
+def refloor(path: str) -> None:
+    """Recompute a result file's floors from the timed routing draw (rows and experts actually
+    hit, as `tune` now does) with its measured ceilings; no GPU needed. For results measured
+    before the floor used the draw instead of its expectation."""
+    from tilefit.hw.catalog import get_gpu
+    from tilefit.tune.ceilings import Ceilings
+    from tilefit.tune.perfmodel import Device, floor_us
+    from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
+
+    d = json.loads(Path(path).read_text())
+    if d["dtype"] == "fp8":  # results written before the rename: "fp8" was the block-scaled kernel
+        d["dtype"] = "fp8-block"
+    layer = layer_shape(d["layout"], d["dtype"])
+    catalog = Device.from_gpu(get_gpu("h200"), d["dtype"])
+    measured = Ceilings(**d["ceilings"]).device(catalog)
+    target = TilefitMoETarget(gpu="h200")
+    for r in d["rows"]:
+        shape, t = layer.with_gemm(r["job"]), r["time_us"]
+        routed = target.routed(shape, r["batch"])
+        r["routed"] = {"rows": routed.rows, "experts": routed.experts}
+        r["floor_us"] = floor_us(shape, r["batch"], measured, routed)
+        r["floor_us_catalog"] = floor_us(shape, r["batch"], catalog, routed)
+        r["pct_of_floor"] = 100.0 * r["floor_us"] / t if t else None
+        r["pct_of_catalog_floor"] = 100.0 * r["floor_us_catalog"] / t if t else None
+    d["floor"] = "from the timed routing draw's rows and experts (recomputed with --refloor)"
+    Path(path).write_text(json.dumps(d, indent=1) + "\n")
+
+
+def summarize(paths: list[str]) -> str:
+    out = []
+    for p in paths:
+        d = json.loads(Path(p).read_text())
+        out += [f"## GLM-5 {d['layout'].upper()} {d['dtype']} on {d['device_name']}", ""]
+        c = d.get("ceilings")
+        if c:
+            out.append(f"Measured at the start ({c['seconds']:.1f} s): copy {c['copy_gbps']:,.0f} GB/s "
+                       f"(catalog {c['catalog_gbps']:,.0f}), {c['dtype']} MMA {c['mma_tflops']:,.0f} "
+                       f"TFLOP/s (catalog {c['catalog_tflops']:,.0f}; {c['mma_how']}). {d['timing']}.")
+        line = f"Fast tuning, {len(d['rows'])} rows: {d['fast_s']:,.1f} s ({d['fast_compiles']} compiles)."
+        if "exhaustive_s" in d:
+            line += (f" Exhaustive sweep at {d['checked']}: {d['exhaustive_s']:,.1f} s "
+                     f"({d['exhaustive_compiles']} compiles), extrapolated to every batch size "
+                     f"{d['exhaustive_extrapolated_s']:,.1f} s: fast/exhaustive "
+                     f"{100 * d['fast_over_exhaustive_time']:.1f}%.")
+        out += [line, ""]
+        out.append("| gemm | batch | timing | config | us | % floor | % catalog floor | default us | "
+                   "speedup | trials | exhaustive best us | pick/exh | grouped_mm us | x grouped_mm |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+        def f(v: Any, fmt: str = "{:.2f}") -> str:
+            return "-" if v is None or isinstance(v, str) else fmt.format(v)
+        for r in d["rows"]:
+            out.append(f"| {r['job']} | {r['batch']} | {r['timing']} | {r['config']} | {f(r['time_us'])} | "
+                       f"{f(r['pct_of_floor'], '{:.1f}')} | {f(r['pct_of_catalog_floor'], '{:.1f}')} | "
+                       f"{f(r['default_us'])} | {f(r['speedup_over_default'])} | {r['trials']} | "
+                       f"{f(r.get('exhaustive_best_us'))} | {f(r.get('pick_over_exhaustive'), '{:.4f}')} | "
+                       f"{f(r.get('grouped_mm_us'))} | {f(r.get('speedup_over_grouped_mm'))} |")
+        out.append("")
+    return "\n".join(out)
