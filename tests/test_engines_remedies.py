@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +41,24 @@ def test_tuned_config_remedies():
     (s,) = get_engine("sglang").remedies("triton-moe", kinds=("tuned-config",), dir="/srv/moe")
     assert s.setting == "SGLANG_MOE_CONFIG_DIR=/srv/moe" and "/srv/moe/configs/triton_X_Y_Z" in s.text
 
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_tuned_config_remedy_command_writes_where_its_setting_points(tmp_path, engine):
+    """The `tilefit tune --target E --out DIR` a remedy prints writes the file where the engine,
+    started with the remedy's setting, looks: DIR/<name> for vLLM, DIR/configs/triton_X_Y_Z/<name>
+    for SGLang (its writer adds configs/, so `--out DIR/configs` would nest it twice)."""
+    import re
+
+    eng = get_engine(engine)
+    (r,) = eng.remedies("triton-moe", kinds=("tuned-config",), dir=str(tmp_path), name="E=8.json")
+    out = re.search(r"--out (\S+?)\)?(?:\s|$)", r.text).group(1)
+    (written,) = eng.write_tuned_configs(
+        out, E=8, N=512, device_name="NVIDIA H200", weight_dtype="bf16",
+        gemm1={1: {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1,
+                   "num_warps": 4, "num_stages": 3}}, gemm2=None, triton_version="3.6.0")
+    looks = Path(r.setting.split("=", 1)[1])
+    assert written.parent == (looks if engine == "vllm" else looks / "configs" / "triton_3_6_0")
 
 def test_blocklist_remedy_names_the_env_and_keys():
     # flashinfer 0.7.4 autotuner.py reads FLASHINFER_TACTICS_BLOCKLIST; tactics_blocklist.py keys
