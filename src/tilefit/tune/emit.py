@@ -4,9 +4,10 @@ take the same six config keys as tilefit's kernel, over the same grid.
 
 Names and contents are each engine's own (tilefit.engines: `write_tuned_configs`): E = local
 experts, N = the per-rank expert width, dtype/block_shape selectors for 128x128 block-scaled fp8
-("fp8_w8a8", [128, 128]), SGLang's files under its triton_X_Y_Z folder. The files hold only keys the engines
-read (vLLM pops "triton_version" and int()s the rest; SGLang int()s every key); what they were tuned
-on goes to a sidecar `<file stem>.tilefit-provenance.json` beside each.
+("fp8_w8a8", [128, 128]), SGLang's files under configs/triton_X_Y_Z/ (SGLANG_MOE_CONFIG_DIR names
+the folder above configs/). The files hold only keys the engines read (vLLM pops "triton_version"
+and int()s the rest; SGLang int()s every key); what they were tuned on goes to a sidecar
+`<file stem>.tilefit-provenance.json` beside each.
 
 vLLM runs both GEMMs with one config per batch size: per batch the run re-times gemm1's and gemm2's
 picks on the other GEMM too and keeps the faster total. SGLang reads gemm2's configs from a `_down`
