@@ -269,9 +269,10 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
     return base, size
 
 
-# Readers by default, at most: each adds about 10 MB of its own (PSS; RSS counts the pages it
-# shares with this process again, about 24 MB) and, on a failure-dense log, about 80 MB/s on a
-# 2-core development machine's core (benchmarks/RESULTS.md).
+# Readers by default, at most: each adds 6.5-8 MB of its own (private memory with READ blocks,
+# PSS on a 16-core host with 1 MB blocks; RSS counts the ~20 MB it shares with this process again)
+# and, on a failure-dense log, about 80 MB/s on a 2-core development machine's core, 35-58 on
+# that 16-core host's (benchmarks/RESULTS.md, issue 16). 12 readers reach 400 MB/s there, at 121 MB.
 MAX_DEFAULT_WORKERS = 6
 
 
