@@ -2,9 +2,10 @@
 """Record the Triton compiler's shared memory for our fused-MoE kernel and refit the SMEM model.
 
 Compiles every distinct config (GROUP_SIZE_M only reorders blocks, so GROUP_SIZE_M=1 stands for all
-four) of the bf16, fp8 (per-tensor) and fp8-block (128x128 block scales) grids for the given archs, in a process pool, and writes
-src/tilefit/kernels/triton_moe/data/oracle_triton-<version>.json (the recorded oracle table the
-tests compare with) and calib_triton-<version>.json (the model's calibration, fitted from it).
+four) of the bf16, fp8 (per-tensor) and fp8-block (128x128 block scales) grids for the given archs,
+in a process pool, and writes src/tilefit/kernels/triton_moe/data/oracle_triton-<version>.json (the
+recorded oracle table the tests compare with) and calib_triton-<version>.json (the model's
+calibration, fitted from it).
 
   PYTHONPATH=src python scripts/calibrate_triton.py -j 16   # every catalogued arch
 """

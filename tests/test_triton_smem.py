@@ -1,6 +1,6 @@
 """The triton-moe SMEM model against the Triton compiler: the recorded oracle table (every bf16, fp8
-(per-tensor) and fp8-block (128x128 block scales) grid config on sm90 and sm120, every distinct config on sm80/86/89/100), and a few live
-compiles (marked slow). Also the family protocol and the oracle's disk cache.
+(per-tensor) and fp8-block (128x128 block scales) grid config on sm90 and sm120, every distinct
+config on sm80/86/89/100), and a few live compiles (marked slow). Also the family protocol and the oracle's disk cache.
 """
 
 from __future__ import annotations
