@@ -116,6 +116,10 @@ def test_options_are_checked():
         make_options(fast, {"topp": 3})
     with pytest.raises(UsageError, match="expected a int"):
         make_options(fast, {"top": "many"})
+    for bad in ({"seeds": "-1"}, {"patience": "-2"}, {"min_gain": "-0.5"}, {"max_fraction": "nan"}):
+        with pytest.raises(UsageError, match=">= 0"):
+            make_options(fast, bad)
+    assert make_options(fast, {"seeds": "0", "cold_margin": "0"}).seeds == 0
     with pytest.raises(UsageError, match="did you mean"):
         get_strategy("exhaustiv")
     with pytest.raises(UsageError, match="NAME=VALUE"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 from types import ModuleType
 from typing import Any
 
@@ -51,6 +52,12 @@ def make_options(module: ModuleType, values: dict[str, Any] | None = None) -> An
                 typed[k] = type(default)(v) if default is not dataclasses.MISSING else v
         except (TypeError, ValueError):
             raise UsageError(f"strategy option {k}={v!r}: expected a {type(default).__name__}") from None
+        # Every numeric option is a count, a fraction or a margin: a negative one would silently
+        # read as another setting (seeds=-1 as "every seed", patience=-2 as "stop at once").
+        if isinstance(typed[k], (int, float)) and not isinstance(typed[k], bool) \
+                and not 0 <= typed[k] < math.inf:
+            raise UsageError(f"strategy option {k}={v!r}: expected a number >= 0 (default "
+                             f"{default}; see `tilefit tune --help`)")
     return cls(**typed)
 
 
