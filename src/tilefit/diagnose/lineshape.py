@@ -35,7 +35,9 @@ def shape(matches: Any) -> tuple[str, str, Rule, dict[str, Any], bool]:
     if got is not None and got[0] is matches:
         return got[1]
     fields: dict[str, Any] = {}
-    for _, f in matches:
+    for r, f in matches:
+        if r.fields:  # a rule's constant fields (an exit code a macro implies, the library that trapped)
+            fields.update(r.fields)
         fields.update({k: number(v) if k in NUMERIC else v for k, v in f.items()})
     kinds = [r.kind for r, _ in matches]
     skipped = ev.TACTIC_SKIPPED in kinds

@@ -72,6 +72,11 @@ RULES = (
         ("illegal-access-runtime", ILLEGAL_ACCESS, "CUDA runtime error", r"illegal memory access",
          "[TensorRT-LLM][ERROR] CUDA runtime error in cudaMemsetAsync(ptr, 0x0, size, stream): an illegal "
          "memory access was encountered"),
+        # CUDACHECK's form (see cudacheck-exit below): the message in quotes.
+        ("illegal-access-cudacheck", ILLEGAL_ACCESS, "Failed: Cuda error", r"illegal memory access",
+         "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'an illegal memory access was encountered'"),
+        ("illegal-instruction-cudacheck", ILLEGAL_INSTRUCTION, "Failed: Cuda error", r"illegal instruction",
+         "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'an illegal instruction was encountered'"),
         ("illegal-address-enum", ILLEGAL_ACCESS, "ErrorIllegalAddress", None,
          "Failed: Cuda error /workspace/csrc/moe.cu:123 'cudaErrorIllegalAddress'"),
         ("illegal-instruction", ILLEGAL_INSTRUCTION, "CUDA error: an illegal instruction", None,
@@ -91,6 +96,12 @@ RULES = (
          "CUDA runtime error: cudaErrorMisalignedAddress at moe_kernels.cu:910"),
     Rule("accelerator-error", E, CUDA_ERROR, ERROR, "AcceleratorError",
          "torch.AcceleratorError: CUDA error: device-side assert triggered"),
+    # The CUDACHECK macro of vLLM's custom all-reduce (csrc/custom_all_reduce.cuh; its format string is in
+    # vllm 0.11.0's _C.abi3.so and 0.33.0's _C_stable_libtorch.abi3.so) prints "Failed: Cuda error
+    # <file>:<line> '<cudaGetErrorString>'" and then calls exit(EXIT_FAILURE): the process ends there.
+    Rule("cudacheck-exit", E, EXIT, FATAL, "Failed: Cuda error",
+         "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'an illegal memory access was encountered'",
+         pattern=r"Failed: Cuda error \S{1,300}:\d{1,7} '(?P<error>[^']{0,200})", fields=(("code", 1),)),
     Rule("nccl-error", E, NCCL, ERROR, "NCCL error",
          "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
          "NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3",
