@@ -45,7 +45,7 @@ def test_example_alone_gives_its_kind(rule: Rule):
 
 def test_rules_are_grouped_by_engine_and_named_uniquely():
     assert {m.__name__.rsplit(".", 1)[1] for m in ENGINE_MODULES} == {
-        "sglang", "vllm", "trtllm", "flashinfer", "triton", "cutlass", "generic"}
+        "sglang", "vllm", "trtllm", "flashinfer", "triton", "cutlass", "deepep", "generic"}
     for m in ENGINE_MODULES:
         names = [r.name for r in m.RULES]
         assert len(names) == len(set(names)), m.__name__

@@ -44,6 +44,12 @@ def cause(d: Diagnosis, explained: Any) -> Any:
     sized = explained(kind)
     if sized is not None:
         return sized
+    if kind in ev.STICKY and e is not None and e.fields.get("trap"):
+        return Explanation(kind, _sticky(e, line, where, phase) + tail,
+                           "the timeout line names the channel and the ranks that waited: find the rank that "
+                           "stopped sending (its own log holds the first error), check the links between the "
+                           "GPUs (NVLink in a node, RDMA between nodes: ibv_devinfo, NVSHMEM/IBGDA settings); "
+                           "restart the process: its CUDA context cannot recover")
     if kind in ev.STICKY:
         return Explanation(kind, _sticky(e, line, where, phase) + tail,
                            "rerun with CUDA_LAUNCH_BLOCKING=1 to find the faulting kernel; if it is an "
@@ -86,6 +92,10 @@ def _sticky(e: Event | None, line: int | None, where: str, phase: str) -> str:
         return (f"a CUDA error inside an autotuned tactic{' ' + str(tactic) if tactic is not None else ''} at "
                 f"line {line}{where}: the autotuner skipped the tactic, but a CUDA error is sticky: it "
                 f"poisons the process's CUDA context and every later kernel in that process fails ({text}).")
+    if e is not None and e.fields.get("trap"):
+        return (f"a {e.fields['trap']} kernel stopped itself with trap(){phase} at line {line}{where} ({text}): "
+                f"it prints such a timeout when a peer rank's data never arrives, then traps; a trap is a "
+                f"sticky CUDA error, so the process's CUDA context is lost whatever it prints next.")
     return (f"a kernel faulted{phase} at line {line}{where} ({text}); this CUDA error is sticky: the "
             f"process's CUDA context is poisoned, so the process is lost even if it logs progress "
             f"afterwards. CUDA reports a fault at the next synchronising call, so the frame shown may not "

@@ -13,12 +13,12 @@ from itertools import combinations
 from functools import lru_cache
 
 from tilefit.diagnose.events import DETAIL_LINES, TIERS, CompiledRule, Rule
-from tilefit.diagnose.rules import cutlass, flashinfer, generic, sglang, trtllm, triton, vllm
+from tilefit.diagnose.rules import cutlass, deepep, flashinfer, generic, sglang, trtllm, triton, vllm
 
-ENGINE_MODULES = (sglang, vllm, trtllm, flashinfer, triton, cutlass, generic)
+ENGINE_MODULES = (sglang, vllm, trtllm, flashinfer, triton, cutlass, deepep, generic)
 
 # Which engine names a log when several matched: a server over a tuner over a library.
-ENGINE_RANK = ("sglang", "vllm", "trtllm", "triton", "flashinfer", "cutlass", "generic")
+ENGINE_RANK = ("sglang", "vllm", "trtllm", "triton", "flashinfer", "cutlass", "deepep", "generic")
 
 
 def all_rules() -> tuple[Rule, ...]:
