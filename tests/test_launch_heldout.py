@@ -15,8 +15,6 @@ HELD_OUT = sorted((Path(__file__).parent / "fixtures" / "launch" / "held_out").g
 # Misses of the one measurement (2026-12-01), each kept until a general fix lands; strict, so a
 # fix that makes one pass must remove it here.
 MISSES: dict[str, str] = {
-    "vllm-h3": "--no-enable-prefix-caching reported unknown: vLLM's arg_utils gives every bool field "
-               "a --no- form (argparse.BooleanOptionalAction), which the flag table does not hold",
     "vllm-h6": "doc lines end '\\ # comment': the shell ends the command there, tilefit too, so the "
                "DP8/EP8 lines after it are lost",
     "vllm-h7": "same '\\ # comment' continuation as vllm-h6 (2-node DP16/EP16)",
