@@ -12,13 +12,9 @@ import pytest
 from tilefit.launch import parse_launch
 
 HELD_OUT = sorted((Path(__file__).parent / "fixtures" / "launch" / "held_out").glob("*.toml"))
-# Misses of the one measurement (2026-12-01), each kept until a general fix lands; strict, so a
-# fix that makes one pass must remove it here.
-MISSES: dict[str, str] = {
-    "vllm-h6": "doc lines end '\\ # comment': the shell ends the command there, tilefit too, so the "
-               "DP8/EP8 lines after it are lost",
-    "vllm-h7": "same '\\ # comment' continuation as vllm-h6 (2-node DP16/EP16)",
-}
+# Misses of the one measurement (2026-12-01), each a strict xfail with its reason until a general
+# fix lands.
+MISSES: dict[str, str] = {}  # none left: the three found were fixed (benchmarks/RESULTS.md)
 
 
 def _load(path: Path) -> dict:

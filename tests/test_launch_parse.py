@@ -126,3 +126,16 @@ def test_vllm_compilation_config_cuda_graph_sizes():
     spec = parse_launch("""vllm serve m --compilation-config '{"cudagraph_capture_sizes": [1, 2, 4], "max_cudagraph_capture_size": 4}'""")
     assert spec.settings.cuda_graph_batch_sizes == (1, 2, 4) and spec.settings.cuda_graph_max_bs == 4
     assert parse_launch("""vllm serve m -O '{"cudagraph_mode": "NONE"}'""").settings.disable_cuda_graph
+
+
+def test_continuation_lines_with_trailing_comments_are_joined_and_said():
+    # vLLM's expert_parallel_deployment.md writes `--flag 8 \      # comment` on each line.
+    spec = parse_launch("vllm serve deepseek-ai/DeepSeek-V3-0324 \\\n"
+                        "    --tensor-parallel-size 1 \\      # TP\n"
+                        "    --data-parallel-size 8 \\  # DP\n"
+                        "    --enable-expert-parallel         # EP\n")
+    assert (spec.gpus, spec.layout.ep, spec.layout.dp) == (8, 8, 8)
+    assert not spec.unknown and "a shell would end the command" in spec.notes[0]
+    # A comment line after `\ #` that is not followed by a flag still ends the command.
+    spec = parse_launch("vllm serve m -tp 2 \\ # two GPUs\necho done\n")
+    assert spec.gpus == 2 and not spec.notes

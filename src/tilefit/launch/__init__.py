@@ -26,10 +26,12 @@ def parse_launch(command: str | Sequence[str], *,
 
     inv = parse_command(command if isinstance(command, str) else list(command))
     if inv.engine == "sglang":
-        return sglang.build(inv.args, inv.env)
-    if inv.engine == "vllm":
-        return vllm.build(inv.args, inv.env, read_file)
-    return trtllm.build(inv.args, inv.env, read_file)
+        spec = sglang.build(inv.args, inv.env)
+    elif inv.engine == "vllm":
+        spec = vllm.build(inv.args, inv.env, read_file)
+    else:
+        spec = trtllm.build(inv.args, inv.env, read_file)
+    return replace(spec, notes=inv.notes + spec.notes) if inv.notes else spec
 
 
 def parallel_of(engine: str, *, tp: int = 1, ep: int = 1, dp: int = 1,

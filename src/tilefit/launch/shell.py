@@ -18,6 +18,10 @@ from tilefit.errors import UsageError
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
+# `--flag 8 \   # what it does` with the next line starting with a flag: docs annotate continued
+# lines this way (vLLM's expert_parallel_deployment.md). A shell ends the command there (the
+# backslash escapes a space, the rest is a comment); the text means a continuation.
+_COMMENTED_CONTINUATION = re.compile(r"\\[ \t]+#[^\n]*\n(?=[ \t]*-)")
 _SEPARATORS = {";", "&&", "||", "&", "|"}
 # Container images that start an engine's server with the image's entry point.
 _IMAGES = (("vllm/vllm-openai", "vllm"), ("lmsysorg/sglang", "sglang"))
@@ -31,6 +35,7 @@ class Invocation:
     entry: str  # how it was started, e.g. "python -m sglang.launch_server"
     args: tuple[str, ...]  # the engine's own arguments
     env: tuple[tuple[str, str], ...]
+    notes: tuple[str, ...] = ()  # how the text was read where a shell would read it otherwise
 
 
 def _unquoted_lines(text: str) -> str:
@@ -125,6 +130,10 @@ def parse_command(command: str | list[str] | tuple[str, ...]) -> Invocation:
         text = " ".join(shlex.quote(w) for w in command)
     else:
         text = str(command)
+    text, joined = _COMMENTED_CONTINUATION.subn(" ", text.replace("\r\n", "\n"))
+    notes = (f"{joined} line(s) end in '\\ # comment': a shell would end the command at the first "
+             f"(the backslash escapes a space, the rest is a comment); read as the line continuations "
+             f"the text means",) if joined else ()
     shell: dict[str, str] = {}  # VAR=value lines: usable for $VAR, not exported
     exported: dict[str, str] = {}
     for words in _statements(text):
@@ -144,7 +153,7 @@ def parse_command(command: str | list[str] | tuple[str, ...]) -> Invocation:
             continue
         start, end, engine, entry = found
         env = {**exported, **_wrapper_env(words[:start])}
-        return Invocation(engine, entry, tuple(words[end:]), tuple(sorted(env.items())))
+        return Invocation(engine, entry, tuple(words[end:]), tuple(sorted(env.items())), notes)
     raise UsageError("no sglang, vLLM or TensorRT-LLM server command found; tilefit reads "
                      "`python -m sglang.launch_server ...`, `sglang serve ...`, `vllm serve MODEL ...`, "
                      "`python -m vllm.entrypoints.openai.api_server ...` and `trtllm-serve MODEL ...`")
