@@ -139,3 +139,11 @@ def test_continuation_lines_with_trailing_comments_are_joined_and_said():
     # A comment line after `\ #` that is not followed by a flag still ends the command.
     spec = parse_launch("vllm serve m -tp 2 \\ # two GPUs\necho done\n")
     assert spec.gpus == 2 and not spec.notes
+
+
+def test_unknown_flags_say_which_releases_were_read():
+    from tilefit.cli.launch_args import launch_lines
+
+    spec = parse_launch("python3 -m sglang.launch_server --model-path m --tp 8 --enable-flashmla")
+    line = next(x for x in launch_lines(spec, None) if "not understood" in x)
+    assert "sglang wheels 0.5.10-" in line and line.endswith("--enable-flashmla")

@@ -8,6 +8,7 @@ import argparse
 
 from tilefit.errors import UsageError
 from tilefit.launch import LaunchSettings, LaunchSpec, Parallel, parallel_of, parse_launch
+from tilefit.launch.flags import versions_read
 
 # One 8-GPU HGX/DGX host: a command that needs more spans nodes (say so; tilefit plans per GPU).
 NODE_GPUS = 8
@@ -72,7 +73,8 @@ def launch_lines(spec: LaunchSpec, limit: int | None, *, headline: bool = True) 
     # the layout on the first line.
     out = ([head] if head else []) + ([f"  {n}" for n in spec.notes] if spec.argv else [])
     if spec.unknown:
-        out.append(f"  not understood (check the spelling; tilefit did not use them): {', '.join(spec.unknown)}")
+        out.append(f"  not understood (not in {versions_read(spec.engine)}: check the spelling, or it "
+                   f"belongs to another release; tilefit did not use them): {', '.join(spec.unknown)}")
     if spec.ignored:
         out.append(f"  read and not needed here: {', '.join(spec.ignored)}")
     return out

@@ -55,6 +55,13 @@ def known_flags(engine: str) -> frozenset[str]:
     return frozenset(load_package_toml("tilefit.launch", "flags.toml").get(engine, {}))
 
 
+@lru_cache(maxsize=None)
+def versions_read(engine: str) -> str:
+    """Which releases of `engine` the flag table was read from, e.g. 'sglang wheels 0.5.10-0.5.23
+    (18 versions)': a flag outside them may be another release's, not a typo."""
+    return str(load_package_toml("tilefit.launch", "flags.toml").get("sources", {}).get(engine, engine))
+
+
 def _is_flag(word: str) -> bool:
     if not word.startswith("-") or word == "-":
         return False
