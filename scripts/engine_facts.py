@@ -34,7 +34,7 @@ def _index_versions(package: str) -> list[str]:
 
 def _in_range(version: str, spec: str) -> bool:
     low, _, high = spec.partition("..")
-    key = wheels._key
+    key = wheels.version_key
     return (not low or key(version) >= key(low)) and (not high or key(version) <= key(high))
 
 
@@ -43,7 +43,7 @@ def download(specs: list[str], cache: Path) -> list[str]:
     missing = []
     for spec in specs:
         package, _, rng = spec.partition(":")
-        for v in sorted(_index_versions(package), key=wheels._key):
+        for v in sorted(_index_versions(package), key=wheels.version_key):
             if ("rc" in v or "dev" in v) or not _in_range(v, rng or ".."):
                 continue
             if wheels.download(package, v, cache) is None:
@@ -76,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-disagreements", action="store_true")
     ap.add_argument("--write-flags", type=Path, metavar="TOML",
                     help="also write the engines' flag table (src/tilefit/launch/data/flags.toml)")
+    ap.add_argument("--flags-cache", type=Path, default=None, metavar="DIR",
+                    help="extracted older releases read for the flag table only (e.g. sglang 0.4.0-0.5.9)")
     ap.add_argument("--write-pins", type=Path, metavar="TOML",
                     help="also write the FlashInfer pins (src/tilefit/engines/data/flashinfer_pins.toml)")
     args = ap.parse_args(argv)
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = download(args.download, args.cache) if args.download else []
     for target, module in ((args.write_flags, "flag_table"), (args.write_pins, "pins")):
         if target:
-            table_text = __import__(f"wheel_facts.{module}", fromlist=["table"]).table(args.cache)
+            maker = __import__(f"wheel_facts.{module}", fromlist=["table"]).table
+            table_text = (maker(args.cache, args.flags_cache) if module == "flag_table" else maker(args.cache))
             tmp = target.with_suffix(".tmp")
             tmp.write_text(table_text)
             tmp.replace(target)  # atomic: a reader never sees half a table

@@ -144,6 +144,6 @@ def test_continuation_lines_with_trailing_comments_are_joined_and_said():
 def test_unknown_flags_say_which_releases_were_read():
     from tilefit.cli.launch_args import launch_lines
 
-    spec = parse_launch("python3 -m sglang.launch_server --model-path m --tp 8 --enable-flashmla")
+    spec = parse_launch("python3 -m sglang.launch_server --model-path m --tp 8 --enable-flashmlx")
     line = next(x for x in launch_lines(spec, None) if "not understood" in x)
-    assert "sglang wheels 0.5.10-" in line and line.endswith("--enable-flashmla")
+    assert "not in sglang wheels 0.4.0-" in line and line.endswith("--enable-flashmlx")

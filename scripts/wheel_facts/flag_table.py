@@ -22,19 +22,30 @@ TRTLLM = ("--tokenizer", "--custom_tokenizer", "--host", "--port", "--backend", 
           "--media_io_kwargs", "--chat_template")
 
 
-def table(cache: Path) -> str:
+def table(cache: Path, flags_cache: Path | None = None) -> str:
+    """The table from the releases in `cache` and, for flags only, in `flags_cache` (older releases
+    whose other facts tilefit does not encode, e.g. sglang 0.4.0-0.5.9: their commands are still
+    posted, and their flags are real flags, not typos)."""
     out = ["# Flags each engine's launch parser accepts: [first, last] wheel version read that has it.",
            "# Written by scripts/engine_facts.py --write-flags from the extracted wheels; do not edit.", ""]
     readers = {"sglang": flags.sglang_flags, "vllm": flags.vllm_flags}
+
+    def releases(engine: str) -> list[tuple[str, Path]]:
+        found = {v: cache / engine / v for v in wheels.versions_cached(cache, engine)}
+        if flags_cache is not None:
+            found.update({v: flags_cache / engine / v for v in wheels.versions_cached(flags_cache, engine)
+                          if v not in found})
+        return sorted(found.items(), key=lambda item: wheels.version_key(item[0]))
+
     out.append("[sources]")
     for engine in readers:
-        vs = wheels.versions_cached(cache, engine)
+        vs = [v for v, _ in releases(engine)]
         out.append(f'{engine} = "{engine} wheels {vs[0]}-{vs[-1]} ({len(vs)} versions)"')
     out.append('trtllm = "NVIDIA/TensorRT-LLM tensorrt_llm/commands/serve.py at 00209af1 (click options)"')
     for engine, read in readers.items():
         seen: dict[str, list[str]] = {}
-        for v in wheels.versions_cached(cache, engine):
-            for f in read(cache / engine / v):
+        for v, root in releases(engine):
+            for f in read(root):
                 seen.setdefault(f, [v, v])[1] = v
         out += ["", f"[{engine}]"] + [f'"{f}" = ["{a}", "{b}"]' for f, (a, b) in sorted(seen.items())]
     out += ["", "[trtllm]"] + [f'"{f}" = ["", ""]' for f in TRTLLM]

@@ -89,9 +89,10 @@ def versions_cached(cache: Path, package: str) -> list[str]:
     root = cache / package
     if not root.is_dir():
         return []
-    return sorted((d.name for d in root.iterdir() if (d / ".complete").exists()), key=_key)
+    return sorted((d.name for d in root.iterdir() if (d / ".complete").exists()), key=version_key)
 
 
-def _key(v: str) -> tuple:
+def version_key(v: str) -> tuple:
+    """'0.5.10.post1' -> a key that sorts releases in order (0.5.9 < 0.5.10 < 0.5.10.post1)."""
     parts = re.findall(r"\d+|[a-z]+", v)
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts)

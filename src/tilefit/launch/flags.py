@@ -57,8 +57,8 @@ def known_flags(engine: str) -> frozenset[str]:
 
 @lru_cache(maxsize=None)
 def versions_read(engine: str) -> str:
-    """Which releases of `engine` the flag table was read from, e.g. 'sglang wheels 0.5.10-0.5.23
-    (18 versions)': a flag outside them may be another release's, not a typo."""
+    """Which releases of `engine` the flag table was read from, e.g. 'sglang wheels 0.4.0-0.5.23
+    (92 versions)': a flag outside them may be another release's, not a typo."""
     return str(load_package_toml("tilefit.launch", "flags.toml").get("sources", {}).get(engine, engine))
 
 
