@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from tilefit.dtypes import mma_dtype
 from tilefit.hw.catalog import GPU
 from tilefit.layout.plan import GemmShape, LayerPlan
 from tilefit.layout.routing import expected_active_experts, routing_stats
@@ -112,7 +113,7 @@ class LayerTime:
 def compute_dtype(gpu: GPU, weight_dtype: str) -> str:
     """The tensor-core path a weight format runs on: narrow formats fall back to bf16 where the
     part has no such units (e.g. mxfp4 on Hopper runs as W4A16 with bf16 math)."""
-    want = {"fp8": "fp8", "fp8-block": "fp8", "nvfp4": "fp4", "mxfp4": "fp4"}.get(weight_dtype, "bf16")
+    want = "fp4" if weight_dtype in ("nvfp4", "mxfp4") else "fp8" if mma_dtype(weight_dtype) == "fp8" else "bf16"
     for d in (want, "fp8" if want == "fp4" else want, "bf16"):
         if gpu.peak_tflops(d):
             return d
