@@ -97,3 +97,41 @@ def test_finalize_advice_comes_from_the_engines_remedies_table():
                        if r.setting)
         assert f"{setting} turns it off" in _tile_remedy(SimpleNamespace(engine=engine), {"finalize": True})
     assert "turns it off" not in _tile_remedy(SimpleNamespace(engine="vllm"), {"finalize": True})
+
+
+def _plain_gate(needles) -> "re.Pattern[bytes]":
+    import re
+
+    return re.compile(b"|".join(re.escape(n) for n in needles)) if needles else re.compile(b"(?!)")
+
+
+def test_gate_starting_at_rare_bytes_finds_the_lines_a_plain_alternation_finds():
+    """The gate starts each needle at a rare byte and looks behind for the rest (rules._gate_pattern):
+    on every line of the real logs, and on lines cut from the needles themselves, each tier's gate
+    says yes exactly where an alternation of its needles does, and a search over a block stops in
+    the same first line."""
+    import glob
+    import os
+    import random
+
+    from tilefit.diagnose.rules import _reduce
+
+    rs = default_rules()
+    here = os.path.join(os.path.dirname(__file__), "fixtures", "real")
+    lines = [ln for p in sorted(glob.glob(os.path.join(here, "*.log"))) for ln in open(p, "rb").read().split(b"\n")]
+    rng = random.Random(16)
+    needles = list(rs.needles)
+    for _ in range(3000):  # needles clipped at either end, doubled, glued to neighbours
+        n = rng.choice(needles)
+        a, b = rng.randrange(0, 3), len(n) - rng.randrange(0, 3)
+        lines.append(rng.choice(needles)[-4:] + n[a:b] + rng.choice((b"", n[:rng.randrange(len(n))], b" x")))
+    for keep, gate in rs.gates.items():
+        kept = _reduce([r.needle.encode() for r in all_rules() if r.gate and (not r.tier or r.tier in keep)])
+        plain = _plain_gate(kept)
+        assert [gate.search(ln) is not None for ln in lines] == [plain.search(ln) is not None for ln in lines]
+        for start in range(0, len(lines), 97):
+            block = b"\n".join(lines[start:start + 97]) + b"\n"
+            m, p = gate.search(block), plain.search(block)
+            assert (m is None) == (p is None)
+            if m is not None:
+                assert block.count(b"\n", 0, m.start()) == block.count(b"\n", 0, p.start())

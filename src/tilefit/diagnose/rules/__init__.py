@@ -43,6 +43,50 @@ def _trie_pattern(needles: list[bytes]) -> bytes:
     return b"|".join(parts)
 
 
+# Printable ASCII from the commonest byte to the rarest in the 299 real logs of tests/fixtures/real
+# (2026-12-01; space 12%, 'e' 7%, ... 'P' 0.4%, 'K' 0.06%, 'Z' 0.01%). A byte's weight halves
+# every 6 places, about as its frequency falls.
+_COMMON = b' etrnasoilcpdu0hg1:m"/-2_f.=,k3yb4vw586(]79)[PxT^RIFEAOC\'MNLSDG#qWU|;B`V<>j*zKH%+XQ!J~?\\&@Y{}Z$'
+_WEIGHT = {b: 2 ** (-i / 6) for i, b in enumerate(_COMMON)}
+
+
+def _weight(byte: int) -> float:
+    return _WEIGHT.get(byte, 2 ** (-len(_COMMON) / 6))
+
+
+def _anchors(needles: list[bytes]) -> set[int]:
+    """Few rare bytes such that every needle holds one: a greedy weighted set cover, then pruned."""
+    left, chosen = set(needles), set()
+    while left:
+        best = min({b for n in left for b in n}, key=lambda b: (_weight(b) / sum(b in n for n in left), b))
+        chosen.add(best)
+        left = {n for n in left if best not in n}
+    for b in sorted(chosen, key=_weight, reverse=True):
+        if all(any(c in n for c in chosen - {b}) for n in needles):
+            chosen.discard(b)
+    return chosen
+
+
+def _gate_pattern(needles: list[bytes]) -> bytes:
+    """The gate: like _trie_pattern, but each needle starts at its rarest anchor byte (_anchors)
+    and a lookbehind checks the bytes before it ("ipping tactic(?<=Skipping tactic)"). Python's
+    regex engine skips to a byte of the branches' first-byte set and then tries the branches: a
+    gate whose first bytes are common ('t', 'x', '(' , 'D') tries them at one byte in seven of a
+    failure-dense log. Needles hold no LF, so a match lies inside the line that holds its needle,
+    and the first match is in the first line holding one. Branches go commonest first (the engine
+    tries them in order). Measured: 120 -> 170 MB/s on the dense log's bytes, 150 -> 215 sparse."""
+    anchors = _anchors(needles)
+    groups: dict[int, list[bytes]] = defaultdict(list)
+    for n in sorted(set(needles), key=lambda b: (-len(b), b)):
+        i = min((j for j in range(len(n)) if n[j] in anchors), key=lambda j: (_weight(n[j]), j))
+        groups[n[i]].append(re.escape(n[i + 1:]) + (b"(?<=" + re.escape(n) + b")" if i else b""))
+    parts = []
+    for first, rests in sorted(groups.items(), key=lambda g: (-_weight(g[0]), g[0])):
+        alts = b"|".join(rests)
+        parts.append(re.escape(bytes([first])) + (b"(?:" + alts + b")" if len(rests) > 1 else alts))
+    return b"|".join(parts)
+
+
 class RuleSet:
     """Compiled rules plus the chunk gate."""
 
@@ -56,7 +100,7 @@ class RuleSet:
         self.rules = tuple(CompiledRule(r, re.compile(r.pattern) if r.pattern else None) for r in rules)
         self.index = {id(cr.rule): i for i, cr in enumerate(self.rules)}  # rule -> its position
         needles = _reduce([r.needle.encode() for r in rules if r.gate])
-        self.gate = re.compile(_trie_pattern(needles))
+        self.gate = re.compile(_gate_pattern(needles))
         self.needles = tuple(sorted(set(needles)))
         # The gate without the needles of weak tiers a reader no longer needs, per set of tiers
         # still needed (see Rule.tier): a serving log costs no Python work per served request.
@@ -64,11 +108,11 @@ class RuleSet:
         for k in range(len(TIERS) + 1):
             for keep in combinations(TIERS, k):
                 kept = _reduce([r.needle.encode() for r in rules if r.gate and (not r.tier or r.tier in keep)])
-                self.gates[keep] = re.compile(_trie_pattern(kept)) if kept else re.compile(b"(?!)")
+                self.gates[keep] = re.compile(_gate_pattern(kept)) if kept else re.compile(b"(?!)")
         # Per line: which gate needles occur, then only the rules holding them. (findall does not
         # report a needle that starts inside another's match; no two gate needles overlap so.)
         texts = [n.decode() for n in self.needles]
-        self._find = re.compile(self.gate.pattern.decode())
+        self._find = re.compile(_trie_pattern(self.needles).decode())
         self._by_needle: dict[str, tuple[int, ...]] = {
             t: tuple(i for i, cr in enumerate(self.rules) if cr.rule.gate and t in cr.rule.needle) for t in texts}
 
