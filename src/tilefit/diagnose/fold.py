@@ -153,7 +153,7 @@ def _count(middle: list[Record], reader: LineReader, last: int) -> Fold:
     for k in range(0, len(middle), 2):
         (line, _, (segments, packed, _)), (first, _, (count, found, _)) = middle[k], middle[k + 1]
         p = packed[0]
-        key = (id(p[3]), id(p[4]), id(found), p[1], tuple(tool in segments[0] for tool in TOOLS))
+        key = (id(p[3]), id(p[4]), id(found), p[1], tuple([tool in segments[0] for tool in TOOLS]))
         got = repeats.get(key)
         if got is None:
             before = _counts(scratch)

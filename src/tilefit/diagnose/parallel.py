@@ -66,9 +66,22 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     # the first of each tier after each such line; a caught tactic failure or a progress line
     # cannot leave one.
     sent: set[str] = set()
+    # The tiers not sent yet, remade only when `sent` changes: the scanner asks after every line
+    # and frame run it hands over (three times per failure on a failure-dense log).
+    needed = [TIERS]
 
     def needs() -> tuple[str, ...]:
-        return tuple(t for t in TIERS if t not in sent)
+        return needed[0]
+
+    def send(tiers: tuple[str, ...]) -> None:
+        if not sent.issuperset(tiers):
+            sent.update(tiers)
+            needed[0] = tuple(t for t in TIERS if t not in sent)
+
+    def resend() -> None:
+        if sent:
+            sent.clear()
+            needed[0] = TIERS
 
     def collect(line: int, segments: list[str], gated: bool) -> int:
         if gated:  # every gated line may open a window: send its frames, the tracker decides
@@ -79,9 +92,9 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
                 tiers = _tiers(segments)
                 packed = [reader.pack(t) for t in segments]
             if tiers:
-                sent.update(tiers)
+                send(tiers)
             elif unresolving(packed, reader):
-                sent.clear()
+                resend()
             records.append((line, GATED, (segments, packed, tiers)))
             return detail_lines
         # Frames right after a gated line (or at the top of the piece: the previous piece's gated
@@ -109,7 +122,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
             gated.append((raw.count(b"\n", 0, start), t, _tiers([t])))
             m = gate(raw, stop + 1)
         if any(not tiers and unresolving([reader.pack(t)], reader) for _, t, tiers in gated):
-            sent.clear()
+            resend()
         records.append((first, RUN, (count, reader.run(raw), gated)))
 
     def _tiers(segments: list[str]) -> tuple[str, ...]:
