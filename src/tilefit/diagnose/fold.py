@@ -49,14 +49,16 @@ class Fold:
     chained: bool      # ... or of the window before, if that ends later: no line between them
 
 
-def fold(records: list[Record], reader: LineReader) -> list[Record]:
-    """`records` of one piece, with the middle of each run of foldable failures folded."""
+def fold(records: list[Record], reader: LineReader, covered: set[int] | None = None) -> list[Record]:
+    """`records` of one piece, with the middle of each run of foldable failures folded. `covered`:
+    the first lines of the RUN records whose gated line before them covers() them, when the
+    reader knows already (it asked while reading); None: ask again."""
     out: list[Record] = []
     i, n = 0, len(records)
     opened = 0  # the last line that may have opened a traceback (0: the previous piece's)
     while i < n:
         j = i  # records[i:j] are foldable (gated line, its frames) pairs
-        while j + 1 < n and _foldable(records[j], records[j + 1], reader, opened):
+        while j + 1 < n and _foldable(records[j], records[j + 1], reader, opened, covered):
             j += 2
         if (j - i) // 2 >= MIN_RUN:
             out.extend(records[i:i + 2])
@@ -101,10 +103,11 @@ def covers(gated: Record, count: int, reader: LineReader) -> bool:
     return skipped and count <= window and not is_source(segments[0][packed[0][0]:], True)
 
 
-def _foldable(gated: Record, run: Record, reader: LineReader, opened: int) -> bool:
+def _foldable(gated: Record, run: Record, reader: LineReader, opened: int, covered: set[int] | None) -> bool:
     line = gated[0]
-    if run[1] != RUN or run[0] != line + 1 or line - opened <= TRACEBACK_LINES \
-            or not covers(gated, run[2][0], reader):
+    if run[1] != RUN or run[0] != line + 1 or line - opened <= TRACEBACK_LINES:
+        return False
+    if not (run[0] in covered if covered is not None else covers(gated, run[2][0], reader)):
         return False
     return _facts(gated[2][1][0][3], reader)[1]
 

@@ -60,6 +60,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     (`rules`: the worker's own when None)."""
     reader = _reader(rules) if rules is not None else _WORKER[0]
     records: list[Record] = []
+    covered: set[int] = set()  # RUN records inside the window of the gated line before them
     # Weak-tier lines (Rule.tier) change the tracker's state only the first time after a line that
     # may leave an error unresolved (a served request makes the server ready and resolves errors;
     # once ready nothing more is learnt until the next error, see Tracker.needs), so a worker sends
@@ -109,6 +110,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     def frames(first: int, raw: bytes) -> None:
         count = raw.count(b"\n")
         if records and records[-1][0] == first - 1 and covers(records[-1], count, reader):
+            covered.add(first)  # fold() need not ask again
             records.append((first, RUN, (count, reader.run(raw), [])))
             return
         # The frames that hold a needle, found by the byte gate over the whole run (needles are
@@ -156,7 +158,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
                     scanner.feed(data[:nl + 1])
                     break
                 scanner.feed(data)
-    return scanner.lines, fold(records, reader)
+    return scanner.lines, fold(records, reader, covered)
 
 
 def _first_line_start(f, start: int, stop: int) -> int | None:
