@@ -203,6 +203,24 @@ def test_only_the_nearest_winners_seed_a_search():
     assert seen[0][:5] == list(seeds)
 
 
+def test_a_search_counts_as_seeded_only_by_the_seeds_it_measures():
+    """Seeds beyond the `seeds` option are cut off; if none of the measured ones is in the space,
+    the search gets the unseeded share of trials, not the seeded one."""
+    fast = get_strategy("fast")
+    fake = FakeTarget(seed=0, grid="distinct")
+    space = tuple(c for c in fake.space(EP8) if fake.fit_reason(c, EP8) is None)
+    outside = tuple(c for c in fake.space(EP8) if fake.fit_reason(c, EP8) is not None)[:3]
+    opts = make_options(fast, {"seeds": 3})
+
+    def ev(configs):
+        return [Ok(fake.time_us(c, EP8, 16)) for c in configs]
+
+    cut = fast.search(SearchSpace(space, None, (*outside, space[0]), axes=AXES), ev, Budget(), opts)
+    unseeded = fast.search(SearchSpace(space, None, (), axes=AXES), ev, Budget(), opts)
+    seeded = fast.search(SearchSpace(space, None, (space[0],), axes=AXES), ev, Budget(), opts)
+    assert cut.trials == unseeded.trials > seeded.trials
+
+
 def test_patience_stops_a_seeded_search_at_a_local_optimum():
     """With `patience`, a seeded search stops before its cap once chunks stop gaining, and only
     when every one-step neighbour of its best has been measured."""

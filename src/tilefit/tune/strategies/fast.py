@@ -105,7 +105,9 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
         raise ValueError("the fast strategy needs the space's axes (the target's config_space.axes)")
     axes = space.axes
     known = set(configs)
-    seeded = any(c in known for c in space.seeds)
+    seeds = space.seeds[:opts.seeds] if opts.seeds > 0 else space.seeds
+    # Seeded only by the seeds this search measures: a later seed that is cut off does not shrink it.
+    seeded = any(c in known for c in seeds)
     fraction = opts.seeded_fraction if seeded else opts.max_fraction
     cap = max(opts.min_trials, math.floor(fraction * len(configs)))
     limit = cap if budget.trials is None else min(cap, budget.trials)
@@ -119,7 +121,6 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
 
     warm = space.warm
     compile_cost = math.log1p(opts.cold_margin)
-    seeds = space.seeds[:opts.seeds] if opts.seeds > 0 else space.seeds
     first = [c for c in (*seeds, space.baseline if opts.baseline else None)
              if c is not None and c in known]
     t.measure(first + order[:opts.top])
