@@ -9,13 +9,23 @@ from tilefit.errors import UsageError
 from tilefit.numeric import MAX_COUNT, bounded_int, finite_float, shown
 
 
-def positive_int(text: str) -> int:
-    """1..MAX_COUNT; the digits are counted before conversion, so 5,000 of them are refused."""
+def _count(text: str, minimum: int, wanted: str) -> int:
+    """minimum..MAX_COUNT; the digits are counted before conversion, so 5,000 of them are refused."""
     try:
-        return bounded_int(text, "value", minimum=1, maximum=MAX_COUNT)
+        return bounded_int(text, "value", minimum=minimum, maximum=MAX_COUNT)
     except UsageError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer up to {MAX_COUNT:,}, "
+        raise argparse.ArgumentTypeError(f"expected {wanted} up to {MAX_COUNT:,}, "
                                          f"got {shown(str(text))}") from None
+
+
+def positive_int(text: str) -> int:
+    """1..MAX_COUNT."""
+    return _count(text, 1, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """0..MAX_COUNT, for options where 0 turns the feature off."""
+    return _count(text, 0, "a whole number from 0")
 
 
 def positive_float(text: str) -> float:

@@ -10,22 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tilefit.cli.args import add_json_arg, int_list, positive_float, positive_int
+from tilefit.cli.args import add_json_arg, int_list, non_negative_int, positive_float, positive_int
 from tilefit.errors import UsageError
 # A module attribute, so that tests can replace it.
 from tilefit.tune.device import local_gpus as _local_gpus
 from tilefit.tune.targets.registry import (
     CPU_TARGETS, ENGINE_TARGETS, PUBLIC_TARGETS, STANDARD_BATCHES, target_factory)
-
-def _non_negative_int(text: str) -> int:
-    """0..MAX_COUNT (0 turns the feature off); digits counted before conversion."""
-    from tilefit.numeric import MAX_COUNT, bounded_int, shown
-
-    try:
-        return bounded_int(text, "value", minimum=0, maximum=MAX_COUNT)
-    except UsageError:
-        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {MAX_COUNT:,}, "
-                                         f"got {shown(str(text))}") from None
 
 
 def _engines(text: str) -> tuple[str, ...]:
@@ -91,14 +81,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also write these engines' config files from the tuning of tilefit's "
                         "kernel (same six keys), for a box where the engine is not installed; "
                         "provenance goes in a sidecar file beside each")
-    p.add_argument("--graph-max-batch", type=_non_negative_int, default=256, metavar="B",
+    p.add_argument("--graph-max-batch", type=non_negative_int, default=256, metavar="B",
                    help="batch sizes up to B (the engine's CUDA-graph batch limit: vLLM's "
                         "max_cudagraph_capture_size, SGLang's --cuda-graph-max-bs) are timed as "
                         "CUDA-graph replays, larger ones with CUDA events (default: %(default)s)")
     p.add_argument("--finalists", type=positive_int, default=4, metavar="N",
                    help="best configs of each search re-timed in quiet, with the engine default "
                         "(default: %(default)s)")
-    p.add_argument("--rounds", type=_non_negative_int, default=5, metavar="R",
+    p.add_argument("--rounds", type=non_negative_int, default=5, metavar="R",
                    help="interleaved re-timing rounds; the median decides (0: pick by the search's "
                         "own timings; default: %(default)s)")
     p.add_argument("--compile-timeout", type=positive_float, default=300.0, metavar="S",
