@@ -3,8 +3,8 @@
 
   PYTHONPATH=src python benchmarks/bench_smem_model.py [--arch sm120] [--oracle 8]
 
-Model: evaluations per second on one core over every config of the bf16 and per-tensor fp8 grids
-(1920 each) and the fp8-block grid (640), for total_bytes (what a prefilter uses) and for verdict
+Model: evaluations per second on one core over every config of the bf16, per-tensor fp8 and
+fp8-block grids (1920 each), for total_bytes (what a prefilter uses) and for verdict
 (footprint with its terms plus the judgement). Oracle: seconds per config for `--oracle N` random configs, with a fresh
 Triton cache and tilefit's cache off, early-stopped (default) and through the whole pipeline.
 """

@@ -76,7 +76,11 @@ def _run_block_scaled() -> dict:
     b_s = torch.rand(e, n // 128, kk // 128, generator=gen) + 0.5
     ids = torch.stack([torch.randperm(e, generator=gen)[:k_top] for _ in range(t)])
     errs = {}
-    for cfg in [MoEConfig(16, 128, 128, 1, 4, 2), MoEConfig(16, 128, 256, 1, 4, 2)]:
+    # BLOCK_SIZE_K 128/256 take one dot per scale group, 64/32 one dot per step inside a group;
+    # BLOCK_SIZE_N 32/64 read the b scale of their 128-wide group per column.
+    for cfg in [MoEConfig(16, 128, 128, 1, 4, 2), MoEConfig(16, 128, 256, 1, 4, 2),
+                MoEConfig(16, 64, 64, 1, 4, 2), MoEConfig(16, 32, 128, 1, 4, 2),
+                MoEConfig(32, 64, 32, 1, 4, 2), MoEConfig(16, 256, 64, 1, 4, 2)]:
         al = moe_align(ids, e, cfg.block_m)
         c = torch.full((t * k_top, n), float("nan"), dtype=torch.float32)
         grouped_gemm(a, b, c, al, cfg, a_rows_per_token=k_top, a_scale=a_s, b_scale=b_s)

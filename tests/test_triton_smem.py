@@ -37,7 +37,7 @@ def _recorded(arch: str, dtype: str, cfg: MoEConfig) -> int:
 def test_model_equals_oracle_on_every_grid_config(arch, dtype):
     a = get_arch(arch)
     grid = FAMILY.configs(a, dtype)
-    assert len(grid) == (640 if dtype == "fp8-block" else 1920)
+    assert len(grid) == 1920  # fp8-block too: BLOCK_SIZE_N 32/64 and BLOCK_SIZE_K 64 included
     bad = [(c.label(), smem.total_bytes(c, a, dtype), _recorded(arch, dtype, c)) for c in grid
            if smem.total_bytes(c, a, dtype) != _recorded(arch, dtype, c)
            or FAMILY.footprint(c, a, dtype).total != _recorded(arch, dtype, c)]
@@ -152,7 +152,7 @@ def test_fit_recovers_known_parameters_from_a_synthetic_table():
     ("48,64,64,1,4,3", "bf16", "not a power of two"),
     ("16,64,64,1,4,6", "bf16", "outside the bf16 grid"),
     ("512,64,64,1,4,3", "bf16", "outside the bf16 grid"),
-    ("16,64,64,1,4,3", "fp8-block", "outside the fp8-block grid"),
+    ("16,64,512,1,4,3", "fp8-block", "outside the fp8-block grid"),
     ("16,64,64,1,4,3", "fp8_w8a8", "fp8 .per-tensor scales. or fp8-block"),
     ("16,64,64,1,4,3", "e4m3", "does not say how the fp8 weights are scaled"),
     ("16,64,64,1,4", "bf16", "needs 6"),
@@ -288,11 +288,10 @@ def test_oracle_caches_on_disk_by_target(tmp_path, monkeypatch):
 def test_fp8_is_per_tensor_and_fp8_block_is_block_scaled():
     a = get_arch("sm90")
     assert tuple(FAMILY.dtypes(a)) == ("bf16", "fp16", "fp8", "fp8-block")
-    # per-tensor fp8 takes the whole grid, BLOCK_SIZE_K 64 included; fp8-block only 128-multiples
+    # both take the whole grid, BLOCK_SIZE_N 32/64 and BLOCK_SIZE_K 64 included
     cfg = FAMILY.parse_config("64,64,64,1,4,3", "fp8")
-    assert not FAMILY.extrapolated(cfg, "fp8") and FAMILY.extrapolated(cfg, "fp8-block")
-    with pytest.raises(UsageError, match="outside the fp8-block grid"):
-        FAMILY.parse_config("64,64,64,1,4,3", "fp8-block")
+    assert FAMILY.parse_config("64,64,64,1,4,3", "fp8-block") == cfg
+    assert not FAMILY.extrapolated(cfg, "fp8") and not FAMILY.extrapolated(cfg, "fp8-block")
     # the recorded figures differ: per-tensor fp8 is the plain pipeline, fp8-block adds scale scratch
     big = MoEConfig(128, 128, 128, 1, 4, 3)
     assert _recorded("sm90", "fp8", big) == smem.total_bytes(big, a, "fp8") == (3 * (128 * 128 * 2))

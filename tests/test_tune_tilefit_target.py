@@ -25,7 +25,7 @@ def test_space_prefilter_and_default():
     d = t.default_config(EP8, 64)
     assert t.fit_reason(d, EP8) is None
     assert t.smem_bytes(d, EP8) <= 232448
-    assert len(t.space(TuneShape("gemm2", 32, 6144, 2048, 8, "fp8-block", 256))) == 640
+    assert len(t.space(TuneShape("gemm2", 32, 6144, 2048, 8, "fp8-block", 256))) == 1920
 
 
 @pytest.mark.slow

@@ -41,7 +41,7 @@ class TritonMoEFamily:
         return d
 
     def configs(self, arch: Arch, dtype: str, grid: str = "full", **_: Any) -> list[MoEConfig]:
-        """The engines' 1920-config grid (fp8-block: its 128-multiple N/K subset, 640 configs)."""
+        """The engines' 1920-config grid, for every dtype (fp8-block included)."""
         return _config.grid_configs(self._dtype(arch, dtype), grid)
 
     def parse_config(self, text: str, dtype: str = "bf16", **_: Any) -> MoEConfig:
@@ -89,10 +89,11 @@ class TritonMoEFamily:
           m <= 64:  64 x 128 x  64, GROUP_SIZE_M 16, 4 warps
           m  > 64: 128 x 256 x  64, GROUP_SIZE_M 16, 8 warps, at most 3 stages (compute-bound)
         These were the best of benchmarks/bench_triton_kernel.py's sweep in each bucket on an H200
-        (GLM-5 EP8/TP8, see benchmarks/RESULTS.md). fp8-block rounds N and K up to the 128-wide scale
-        blocks. num_stages is the deepest allowed (from 4, or 3 for the large tile, down to 2)
-        whose shared memory (the model) fits the arch, so the default always launches. N and K
-        are accepted for callers that know them; the buckets do not need them.
+        (GLM-5 EP8/TP8, see benchmarks/RESULTS.md). fp8-block keeps N and K at 128 or more: its
+        kernel runs the smaller tiles too, but the buckets were timed in bf16 only. num_stages is
+        the deepest allowed (from 4, or 3 for the large tile, down to 2) whose shared memory (the
+        model) fits the arch, so the default always launches. N and K are accepted for callers
+        that know them; the buckets do not need them.
         """
         d = self._dtype(arch, dtype)
         m = int(M) * int(topk) / max(1, int(E))
@@ -108,9 +109,8 @@ class TritonMoEFamily:
             cfg = MoEConfig(bm, bn, bk, gm, warps, stages)
             if smem.total_bytes(cfg, arch, d) <= arch.smem_per_block_optin:
                 return cfg
-        # Nothing fits even at 2 stages (no catalogued arch): the smallest tile the dtype allows.
-        block = d == "fp8-block"
-        return MoEConfig(16, 128 if block else 32, 128 if block else 64, 1, 4, 2)
+        # Nothing fits even at 2 stages (no catalogued arch): the grid's smallest tile.
+        return MoEConfig(16, 32, 64, 1, 4, 2)
 
     def verify(self, configs: Sequence[MoEConfig], arch: Arch, dtype: str,
                **_: Any) -> list[OracleCheck]:

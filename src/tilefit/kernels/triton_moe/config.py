@@ -1,10 +1,11 @@
 """The fused-MoE kernel's config (the six keys vLLM and SGLang store) and the grids tuners sweep.
 
-A config is a frozen value; `as_dict()` gives exactly the engines' JSON keys. The grids are the ones
-vLLM's benchmarks/kernels/benchmark_moe.py and SGLang's tuning_fused_moe_triton.py enumerate. Two fp8
-dtypes, as everywhere in tilefit (tilefit/dtypes.py): "fp8" is e4m3 with per-tensor scales (the whole
-grid), "fp8-block" is e4m3 with 128x128 block scales, whose grid keeps only BLOCK_SIZE_N and
-BLOCK_SIZE_K that are multiples of the 128-wide scale block.
+A config is a frozen value; `as_dict()` gives exactly the engines' JSON keys. The grid is the one
+vLLM's benchmarks/kernels/benchmark_moe.py and SGLang's tuning_fused_moe_triton.py enumerate, for
+every dtype. Two fp8 dtypes, as everywhere in tilefit (tilefit/dtypes.py): "fp8" is e4m3 with
+per-tensor scales, "fp8-block" is e4m3 with 128x128 block scales. The engines' tuners cut their
+fp8-block grid further (vLLM's to N, K multiples of 128, SGLang's to K dividing 128); which of
+tilefit's picks each engine's kernel runs as tuned is the engine's rule (tilefit.engines).
 """
 
 from __future__ import annotations
@@ -82,13 +83,19 @@ class MoEConfig:
         return cls(*(int(d[k]) for k in KEYS))
 
 
+def scale_aligned_k(block_k: int) -> bool:
+    """Whether a BLOCK_SIZE_K steps through K in whole 128-wide scale groups (a multiple of 128:
+    one dot per group) or within one group (a divisor of 128), as the block-scaled K loop needs.
+    Every power of two is one or the other, so the whole grid passes."""
+    return block_k % FP8_BLOCK == 0 or FP8_BLOCK % block_k == 0
+
+
 def grid_axes(dtype: str) -> dict[str, tuple[int, ...]]:
-    """The grid's values per key for `dtype` (fp8-block keeps N, K multiples of 128)."""
-    axes = dict(GRID)
-    if canonical_dtype(dtype) == "fp8-block":
-        for key in ("BLOCK_SIZE_N", "BLOCK_SIZE_K"):
-            axes[key] = tuple(v for v in axes[key] if v % FP8_BLOCK == 0)
-    return axes
+    """The grid's values per key for `dtype`: the same grid for every dtype. fp8-block included:
+    the kernel reads the weight scale per column (any BLOCK_SIZE_N) and the K loop picks the scale
+    group from the K offset (any scale-aligned BLOCK_SIZE_K)."""
+    canonical_dtype(dtype)
+    return dict(GRID)
 
 
 def in_grid(config: MoEConfig, dtype: str) -> bool:
@@ -98,7 +105,7 @@ def in_grid(config: MoEConfig, dtype: str) -> bool:
 
 
 def grid_configs(dtype: str, grid: str = "full") -> list[MoEConfig]:
-    """The tuners' grid for `dtype` (1920 configs; fp8-block keeps N, K multiples of 128: 640).
+    """The tuners' grid for `dtype` (1920 configs, fp8-block included).
 
     grid="full" is every config; grid="distinct" keeps GROUP_SIZE_M=1 only, one config per
     distinct shared-memory footprint (GROUP_SIZE_M only reorders blocks; see smem.py).

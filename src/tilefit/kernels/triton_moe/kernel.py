@@ -58,9 +58,14 @@ def fused_moe_kernel(
     # Wrapping N keeps B loads unmasked; the wrapped columns are never stored.
     offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
     if BLOCK_SCALED:
-        # One scale per GROUP_K slice of K and GROUP_N slice of N. BLOCK_SIZE_K is a multiple of
-        # GROUP_K: each K step takes one dot per group, each scaled by its own a and b scales.
-        offs_k = tl.arange(0, GROUP_K)
+        # One scale per GROUP_K slice of K and GROUP_N slice of N. The b scale is read per column
+        # (offs_n // GROUP_N), so any BLOCK_SIZE_N works. A BLOCK_SIZE_K that is a multiple of
+        # GROUP_K takes one dot per group per K step, each scaled by its own a and b scales; one
+        # that divides GROUP_K takes one dot per step, scaled by the group the step lies in.
+        if BLOCK_SIZE_K >= GROUP_K:
+            offs_k = tl.arange(0, GROUP_K)
+        else:
+            offs_k = tl.arange(0, BLOCK_SIZE_K)
         as_ptrs = a_scale_ptr + a_rows * stride_asm
         bs_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
     else:
@@ -71,7 +76,7 @@ def fused_moe_kernel(
 
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for kb in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        if BLOCK_SCALED:
+        if BLOCK_SCALED and BLOCK_SIZE_K >= GROUP_K:
             for g in tl.static_range(BLOCK_SIZE_K // GROUP_K):
                 k_left = K - kb * BLOCK_SIZE_K - g * GROUP_K
                 a = tl.load(a_ptrs + g * GROUP_K * stride_ak,
@@ -86,7 +91,13 @@ def fused_moe_kernel(
             k_left = K - kb * BLOCK_SIZE_K
             a = tl.load(a_ptrs, mask=row_mask[:, None] & (offs_k[None, :] < k_left), other=0.0)
             b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-            acc += tl.dot(a, b)
+            if BLOCK_SCALED:  # BLOCK_SIZE_K divides GROUP_K: the whole step is in one group
+                k_group = kb * BLOCK_SIZE_K // GROUP_K
+                a_s = tl.load(as_ptrs + k_group * stride_ask, mask=row_mask, other=0.0)
+                b_s = tl.load(bs_ptrs + k_group * stride_bsk)
+                acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+            else:
+                acc += tl.dot(a, b)
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
 

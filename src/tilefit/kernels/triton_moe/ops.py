@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tilefit.kernels.triton_moe.align import Alignment, moe_align
-from tilefit.kernels.triton_moe.config import FP8_BLOCK, MoEConfig
+from tilefit.kernels.triton_moe.config import FP8_BLOCK, MoEConfig, scale_aligned_k
 
 
 def grouped_gemm(a: Any, b: Any, c: Any, align: Alignment, config: MoEConfig, *,
@@ -32,8 +32,11 @@ def grouped_gemm(a: Any, b: Any, c: Any, align: Alignment, config: MoEConfig, *,
     if a.shape[1] != k:
         raise ValueError(f"a has K={a.shape[1]}, b has K={k}")
     scaled = a_scale is not None
-    if scaled and (config.block_n % FP8_BLOCK or config.block_k % FP8_BLOCK or k % FP8_BLOCK):
-        raise ValueError("fp8 block scales need BLOCK_SIZE_N, BLOCK_SIZE_K and K multiples of 128")
+    # The b scale is read per column, so any BLOCK_SIZE_N works; a K step must not straddle two
+    # scale groups unless it covers whole ones.
+    if scaled and (not scale_aligned_k(config.block_k) or k % FP8_BLOCK):
+        raise ValueError(f"fp8 block scales need K a multiple of {FP8_BLOCK} and BLOCK_SIZE_K a "
+                         f"multiple or a divisor of {FP8_BLOCK} (K={k}, BLOCK_SIZE_K={config.block_k})")
     if align.num_padded == 0:
         return c
     grid = (triton.cdiv(align.num_padded, config.block_m) * triton.cdiv(n, config.block_n),)

@@ -217,8 +217,8 @@ MOE_SPACE = ConfigSpace("triton-moe", moe_config_from_dict,
 
 def stand_in_default_config(shape: TuneShape, batch: int) -> Any:
     """The 'default config' of the CPU stand-in targets (fake, replay): a fixed pick from the grid
-    (fp8-block's grid has N, K multiples of 128), like the engines' small-batch / large-batch defaults;
-    only the speedup column depends on it."""
+    (fp8-block: N and K of the 128-wide scale block, as the engines' block-fp8 defaults), like the
+    engines' small-batch / large-batch defaults; only the speedup column depends on it."""
     from tilefit.kernels.triton_moe.config import MoEConfig
 
     nk = 128 if shape.dtype == "fp8-block" else 64
