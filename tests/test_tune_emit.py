@@ -5,6 +5,7 @@ a sidecar. tests/test_emit_engine_load.py reads them back with the engines' own 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -73,9 +74,63 @@ def test_fp8_block_files_carry_the_dtype_and_block_shape(cli, tmp_path, dtype):
     assert "E=32,N=2048,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json" in names
     assert any(n.endswith("dtype=fp8_w8a8,block_shape=[128, 128].json") for n in names)  # SGLang
     assert any(n.endswith("block_shape=[128, 128]_down.json") for n in names)
+    engine_files = [p for p in data["files"] if "block_shape=" in p and "provenance" not in p]
+    assert len(engine_files) == 3
+    for path in engine_files:  # neither engine runs a 256-wide K step as tilefit's kernel does
+        assert all(c["BLOCK_SIZE_K"] <= 128 for c in _engine_keys_only(Path(path)).values())
 
 
 def test_emit_usage_errors(cli, tmp_path):
     bad = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--emit", "trtllm",
               "--out", str(tmp_path))
     assert bad.code == 2 and "vllm, sglang" in bad.err
+
+
+# ------------------------------------------------------------------ fp8-block: what each engine runs
+# A BLOCK_SIZE_K of 256 under 128x128 block scales: vLLM clamps it to 128 (invoke_fused_moe_kernel,
+# fused_moe.py, vllm 0.9.0-0.33.0 wheels); SGLang scales each K step with one group's scales
+# (fused_moe_triton_kernels.py, sglang 0.5.10-0.5.23 wheels). BLOCK_SIZE_N 32/64 and BLOCK_SIZE_K
+# 64 run as tuned in both (the weight scale is read per column; a 64-wide step stays in one group).
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_engines_run_small_fp8_block_tiles_as_tuned_and_refuse_a_256_wide_k(engine):
+    from tilefit.engines import get_engine
+    from tilefit.kernels.triton_moe.config import MoEConfig
+
+    e = get_engine(engine)
+    for cfg in (MoEConfig(16, 32, 64, 1, 4, 3), MoEConfig(16, 64, 128, 1, 4, 4),
+                MoEConfig(128, 256, 128, 16, 8, 3)):
+        assert e.runs_as_tuned(cfg.as_dict(), "fp8-block") is None
+    wide = MoEConfig(16, 64, 256, 1, 4, 3).as_dict()
+    assert e.runs_as_tuned(wide, "bf16") is None  # no scales: the K step is free
+    why = e.runs_as_tuned(wide, "fp8-block")
+    assert why and ("as 128" if engine == "vllm" else "wrong results") in why
+
+
+def _row(gemm, batch, pick, finalists):
+    from tilefit.tune.report import Retimed, Row
+
+    return Row(shape=f"{gemm},x", job=gemm, batch=batch, config=pick, time_us=1.0, floor_us=1.0,
+               default_us=None, trials=1, space=1, prefiltered=0, failures={}, search_s=0.0,
+               finalists=[Retimed(c, (t,), t, ("fast",)) for c, t in finalists])
+
+
+def test_emission_replaces_a_pick_the_engine_would_not_run_as_tuned():
+    from tilefit.engines import get_engine
+    from tilefit.errors import UsageError
+    from tilefit.kernels.triton_moe.config import MoEConfig
+    from tilefit.tune.emit import _engine_picks, _RunsAsTuned
+
+    wide, narrow, slow = (MoEConfig(64, 128, 256, 16, 4, 3), MoEConfig(64, 128, 128, 16, 4, 4),
+                          MoEConfig(64, 64, 64, 1, 4, 3))
+    winners = {"gemm1": {1: narrow, 4096: wide}}
+    rows = {("gemm1", 1): _row("gemm1", 1, narrow, [(narrow, 5.0)]),
+            ("gemm1", 4096): _row("gemm1", 4096, wide, [(wide, 90.0), (slow, 99.0), (narrow, 95.0)])}
+    ok, swapped = _engine_picks(_RunsAsTuned(get_engine("sglang"), "fp8-block"), winners, rows)
+    assert ok == {"gemm1": {1: narrow, 4096: narrow}}  # the fastest finalist SGLang runs as tuned
+    assert len(swapped) == 1 and "batch 4096" in swapped[0] and "64x128x256" in swapped[0]
+    same, none = _engine_picks(_RunsAsTuned(get_engine("vllm"), "bf16"), winners, rows)
+    assert same == winners and none == []  # bf16: every pick runs as tuned
+    rows[("gemm1", 4096)] = _row("gemm1", 4096, wide, [(wide, 90.0)])
+    with pytest.raises(UsageError, match="no re-timed finalist"):
+        _engine_picks(_RunsAsTuned(get_engine("vllm"), "fp8-block"), winners, rows)

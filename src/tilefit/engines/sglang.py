@@ -158,6 +158,15 @@ class Sglang(TritonEngine):
                        version: tuple[int, int, int], arch: Arch) -> tuple[dict[str, int], str, str]:
         return _default(M, E, dtype, block, version, arch)
 
+    def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
+        """fused_moe_kernel loads one scale per K step, at k_start // group_k, and nothing clamps
+        BLOCK_SIZE_K (fused_moe_triton_kernels.py, sglang 0.5.10-0.5.23 wheels, 0.5.23 line 591;
+        fused_moe.py line 511 in 0.4.10); its tuner keeps only BLOCK_SIZE_K dividing the block
+        (benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py)."""
+        return (f"SGLang's kernel scales each BLOCK_SIZE_K step by one {list(block)} block's "
+                f"scales: BLOCK_SIZE_K={block_k} spans {block_k // block[1]} scale groups and "
+                f"would compute wrong results")
+
     def _find(self, E: int, N: int, device: str, dtype: str | None, block: tuple[int, int] | None,
               user: Path | None, env: Mapping[str, str], triton_version: str | None,
               version: str | None, down: bool) -> ConfigLookup:

@@ -217,6 +217,20 @@ class TritonEngine(TableEngine):
                                       self.default_ranges[key])
         return out
 
+    def runs_as_tuned(self, config: Mapping[str, int], weight_dtype: str) -> str | None:
+        """None when the engine's fused-MoE kernel runs `config` for `weight_dtype` as tilefit's
+        kernel ran it while tuning; else one line saying what the engine does instead. Only
+        block-scaled fp8 can differ: both engines read the weight scale per column (any
+        BLOCK_SIZE_N), and differ on a BLOCK_SIZE_K wider than the scale block."""
+        _dtype, block = engine_dtype(weight_dtype)
+        if block is None or int(config["BLOCK_SIZE_K"]) <= min(block):
+            return None
+        return self.wide_block_k(int(config["BLOCK_SIZE_K"]), block)
+
+    def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
+        """What the engine's kernel does with a BLOCK_SIZE_K wider than the scale block."""
+        raise NotImplementedError
+
     def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
                           triton_version: str | None = None,
                           config_dir: str | os.PathLike[str] | None = None,

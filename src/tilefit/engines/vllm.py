@@ -97,6 +97,12 @@ class Vllm(TritonEngine):
                        version: tuple[int, int, int], arch: Arch) -> tuple[dict[str, int], str, str]:
         return _default(M, E, dtype, block, version)
 
+    def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
+        """invoke_fused_moe_kernel sets BLOCK_SIZE_K = min(BLOCK_SIZE_K, min(block_shape)) before
+        the launch (fused_moe.py, vllm 0.9.0-0.33.0 wheels; 0.11.0 line 616, 0.33.0 line 844)."""
+        return (f"vLLM runs BLOCK_SIZE_K={block_k} as {min(block)} under {list(block)} block "
+                f"scales (it clamps BLOCK_SIZE_K to the scale block), a kernel this run did not time")
+
     def _find(self, E: int, N: int, device: str, dtype: str | None, block: tuple[int, int] | None,
               user: Path | None, env: Mapping[str, str], triton_version: str | None,
               version: str | None, down: bool) -> ConfigLookup:

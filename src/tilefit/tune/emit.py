@@ -1,6 +1,10 @@
 """`tune --emit vllm,sglang`: the engines' fused-MoE config files from a tuning of tilefit's kernel,
 for a GPU box where the engine is not installed yet. vLLM's and SGLang's fused-MoE Triton kernels
-take the same six config keys as tilefit's kernel, over the same grid.
+take the same six config keys as tilefit's kernel, over the same grid, except that with 128x128
+block-scaled fp8 neither runs a BLOCK_SIZE_K of 256 as tilefit's kernel does (vLLM clamps it to
+128, SGLang would scale two groups with one scale: Engine.runs_as_tuned). Such a pick is replaced
+in that engine's file by the fastest re-timed finalist the engine runs as tuned, and the sidecar
+says so.
 
 Names and contents are each engine's own (tilefit.engines: `write_tuned_configs`): E = local
 experts, N = the per-rank expert width, dtype/block_shape selectors for 128x128 block-scaled fp8
@@ -45,9 +49,10 @@ def parse_engines(text: str) -> tuple[str, ...]:
 
 
 def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
-                      winners: dict[str, dict[int, Any]], rows: dict[tuple[str, int], Row]
-                      ) -> list[Path]:
-    """Write the files of every engine in `req.emit` for `layer` (see the module docstring)."""
+                      winners: dict[str, dict[int, Any]], rows: dict[tuple[str, int], Row],
+                      progress: Any = None) -> list[Path]:
+    """Write the files of every engine in `req.emit` for `layer` (see the module docstring);
+    a replaced pick is also a "warning" event for `progress`."""
     from tilefit.engines import get_engine
     from tilefit.engines.triton_moe import installed_triton_version
 
@@ -58,12 +63,18 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
     rounds = max(1, req.rounds)
     written: list[Path] = []
     for engine in req.emit:
+        runs = _RunsAsTuned(get_engine(engine), layer.dtype)
+        ok, swapped = _engine_picks(runs, winners, rows)
         if engine == "vllm":
-            gemm1, how = _one_config_for_both(evaluator, layer, winners, rounds)
+            gemm1, how = _one_config_for_both(evaluator, layer, ok, rounds)
             gemm2 = None
         else:
-            gemm1 = winners["gemm1"]
-            gemm2, how = _down_configs(evaluator, layer, winners, rows, rounds)
+            gemm1 = ok["gemm1"]
+            gemm2, how = _down_configs(evaluator, layer, ok, rows, rounds, runs)
+        for line in swapped if progress else ():
+            progress("warning", {"message": f"--emit {engine}: {line}"})
+        if swapped:
+            how += "; replaced, as the engine would not run them as tuned: " + "; ".join(swapped)
         paths = get_engine(engine).write_tuned_configs(
             Path(req.out_dir) / engine, E=layer.experts, N=layer.width,
             device_name=req.device_name, weight_dtype=layer.dtype,  # the engines' names
@@ -73,6 +84,45 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
         for p in paths:
             written += [p, _sidecar(p, engine, req, layer, versions, how)]
     return written
+
+
+class _RunsAsTuned:
+    """Whether an engine's kernel runs a config as tilefit's kernel ran it while tuning (the
+    engine's rule: Engine.runs_as_tuned); `why` says what it does instead."""
+
+    def __init__(self, engine: Any, dtype: str) -> None:
+        self.engine, self.dtype = engine, dtype
+
+    def why(self, config: Any) -> str | None:
+        return self.engine.runs_as_tuned(config.as_dict(), self.dtype)
+
+    def __call__(self, config: Any) -> bool:
+        return self.why(config) is None
+
+
+def _engine_picks(runs: _RunsAsTuned, winners: dict[str, dict[int, Any]],
+                  rows: dict[tuple[str, int], Row]) -> tuple[dict[str, dict[int, Any]], list[str]]:
+    """The picks the engine runs as tuned: a pick it would not is replaced by the fastest re-timed
+    finalist it would (a UsageError when there is none); the replacements as lines."""
+    out: dict[str, dict[int, Any]] = {}
+    swapped: list[str] = []
+    for gemm, per_batch in winners.items():
+        out[gemm] = {}
+        for batch, pick in per_batch.items():
+            why = runs.why(pick)
+            if why is None:
+                out[gemm][batch] = pick
+                continue
+            alt = next((f.config for f in ranked(rows[(gemm, batch)].finalists) if runs(f.config)),
+                       None)
+            if alt is None:
+                raise UsageError(f"--emit {runs.engine.name}: {gemm}'s pick at batch {batch}, "
+                                 f"{pick.label()}, does not run as tuned ({why}) and no re-timed "
+                                 f"finalist does; rerun with more --finalists, or leave "
+                                 f"{runs.engine.name} out of --emit")
+            out[gemm][batch] = alt
+            swapped.append(f"{gemm} batch {batch}: {pick.label()} -> {alt.label()} ({why})")
+    return out, swapped
 
 
 def _retimed(evaluator: Any, shape: TuneShape, batch: int, configs: list[Any],
@@ -97,7 +147,8 @@ def _one_config_for_both(evaluator: Any, layer: TuneShape, winners: dict[str, di
 
 
 def _down_configs(evaluator: Any, layer: TuneShape, winners: dict[str, dict[int, Any]],
-                  rows: dict[tuple[str, int], Row], rounds: int) -> tuple[dict[int, Any], str]:
+                  rows: dict[tuple[str, int], Row], rounds: int, runs: _RunsAsTuned
+                  ) -> tuple[dict[int, Any], str]:
     out: dict[int, Any] = {}
     for batch, c1 in winners["gemm1"].items():
         c2 = winners["gemm2"][batch]
@@ -105,7 +156,7 @@ def _down_configs(evaluator: Any, layer: TuneShape, winners: dict[str, dict[int,
             out[batch] = c2
             continue
         same_m = [f.config for f in ranked(rows[("gemm2", batch)].finalists)
-                  if f.config.block_m == c1.block_m][:1]
+                  if f.config.block_m == c1.block_m and runs(f.config)][:1]
         times = _retimed(evaluator, layer.with_gemm("gemm2"), batch, [c1, *same_m], rounds)
         out[batch] = min(times, key=lambda c: (times[c], c))
     return out, ("gemm1's picks; the _down file: gemm2's pick where its BLOCK_SIZE_M equals "

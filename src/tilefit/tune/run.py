@@ -190,7 +190,7 @@ class _Run:
                 from tilefit.tune.emit import emit_engine_files
 
                 self.files += [str(p) for p in emit_engine_files(
-                    self.req, self.target, self.evaluator, layer, winners, rows)]
+                    self.req, self.target, self.evaluator, layer, winners, rows, self.progress)]
         else:
             self.progress("warning", {"message": f"{layer.key()}: no config ran for some batch "
                                                  f"sizes; no config file written"})
