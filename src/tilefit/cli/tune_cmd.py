@@ -14,6 +14,7 @@ from tilefit.cli.args import add_json_arg, int_list, non_negative_int, positive_
 from tilefit.errors import UsageError
 # A module attribute, so that tests can replace it.
 from tilefit.tune.device import local_gpus as _local_gpus
+from tilefit.tune.finalists import FINALISTS, ROUNDS
 from tilefit.tune.targets.registry import (
     CPU_TARGETS, ENGINE_TARGETS, PUBLIC_TARGETS, STANDARD_BATCHES, target_factory)
 
@@ -85,10 +86,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="batch sizes up to B (the engine's CUDA-graph batch limit: vLLM's "
                         "max_cudagraph_capture_size, SGLang's --cuda-graph-max-bs) are timed as "
                         "CUDA-graph replays, larger ones with CUDA events (default: %(default)s)")
-    p.add_argument("--finalists", type=positive_int, default=4, metavar="N",
+    p.add_argument("--finalists", type=positive_int, default=FINALISTS, metavar="N",
                    help="best configs of each search re-timed in quiet, with the engine default "
                         "(default: %(default)s)")
-    p.add_argument("--rounds", type=non_negative_int, default=5, metavar="R",
+    p.add_argument("--rounds", type=non_negative_int, default=ROUNDS, metavar="R",
                    help="interleaved re-timing rounds; the median decides (0: pick by the search's "
                         "own timings; default: %(default)s)")
     p.add_argument("--compile-timeout", type=positive_float, default=300.0, metavar="S",

@@ -128,7 +128,8 @@ def _engine_picks(runs: _RunsAsTuned, winners: dict[str, dict[int, Any]],
 def _retimed(evaluator: Any, shape: TuneShape, batch: int, configs: list[Any],
              rounds: int) -> dict[Any, float]:
     found = gather([("given", [(c, None) for c in dict.fromkeys(configs)])], len(configs))
-    return {f.config: f.median_us for f in retime(evaluator, shape, batch, found, rounds)}
+    # Every round for each: the medians are summed over both GEMMs, so they must share rounds.
+    return {f.config: f.median_us for f in retime(evaluator, shape, batch, found, rounds, drop=0.0)}
 
 
 def _one_config_for_both(evaluator: Any, layer: TuneShape, winners: dict[str, dict[int, Any]],

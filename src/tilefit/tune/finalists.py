@@ -9,11 +9,19 @@ own (shape key "retime<r>:..."), beside the search's lines, so a resumed run re-
 The pick is the fastest median of configs the run measured side by side, so it is never slower
 than the best config the search measured once both are re-timed together.
 
-Rounds stop early for configs that are clearly out: after two rounds, a finalist whose fastest
-round is over `drop` (3%) slower than the leading median leaves the rounds (its median stays from
-the rounds it ran), and the rounds end when one finalist is left. In the H200 runs of issue 17
-most rows had one or two finalists within 1% and the rest 3-30% behind, so most of the 5 x 5
-timings went to configs that could not win.
+Rounds stop early for configs that are clearly out: after the first round, a finalist whose
+fastest round is over `drop` (3%) slower than the leading median leaves the rounds, and the rounds
+end when one finalist is left. The pick is made among the finalists still in at the end: they ran
+the same rounds. (A GPU that warms up over the rounds runs a 500 us kernel 4-8% slower in the last
+rounds than in the first: the median of a finalist that left after two rounds was then lower than
+the leaders' five-round medians, and the H200 TP8 run of session 4 picked such a config, 5% slower
+than the leader in the rounds both ran.)
+
+Three rounds, not five: on the 288 rows of the eight H200 runs of session 4
+(benchmarks/results/tune_v4), the first three of the recorded rounds with the drop after round one
+pick the same configs, or configs within 0.66% of them in the rounds both ran (two rows at batch
+4096, where one config's rounds spread 0.7-0.9% around their median), for 58% of the timings.
+Two rounds left four rows beyond 0.5% (worst 1.9%), one round seven.
 """
 
 from __future__ import annotations
@@ -26,8 +34,8 @@ from tilefit.tune.results import Ok, Result, time_of
 from tilefit.tune.targets.base import TuneShape
 
 FINALISTS = 4  # best configs of each search re-timed
-ROUNDS = 5  # interleaved rounds; the median is kept
-DROP = 0.03  # after two rounds, finalists whose fastest round is this far behind the lead stop
+ROUNDS = 3  # interleaved rounds; the median is kept
+DROP = 0.03  # after each round, finalists whose fastest round is this far behind the lead stop
 
 
 def gather(groups: Iterable[tuple[str, Sequence[tuple[Any, Result | None]]]], top: int
@@ -65,7 +73,7 @@ def retime(evaluator: Any, shape: TuneShape, batch: int,
             for c in live[shift:] + live[:shift]:
                 result = evaluator.measure(shape, batch, c, key=f"retime{r}:{shape.key()}")
                 times[c].append(time_of(result))
-            if drop > 0 and r >= 1 and live:
+            if drop > 0 and live:
                 lead = min(Retimed(c, tuple(times[c]), None, ()).median_us for c in live)
                 live = [c for c in live if min(times[c]) <= (1.0 + drop) * lead]
                 if len(live) <= 1:
@@ -74,5 +82,5 @@ def retime(evaluator: Any, shape: TuneShape, batch: int,
 
 
 def ranked(retimed: Sequence[Retimed]) -> list[Retimed]:
-    """Fastest median first; configs that failed every round last."""
-    return sorted(retimed, key=lambda f: (f.median_us, f.config))
+    """Best first (Retimed.rank_key: the finalists still in at the last round, by median)."""
+    return sorted(retimed, key=lambda f: f.rank_key)

@@ -40,6 +40,14 @@ class Retimed:
         mid = len(xs) // 2
         return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
+    @property
+    def rank_key(self) -> tuple[Any, ...]:
+        """Finalists that ran the most rounds (those still in at the end: the same rounds, so a
+        GPU warming up between rounds favours none of them) first, fastest median first among
+        them; then those that left earlier; configs that failed every round last."""
+        median = self.median_us
+        return (median == float("inf"), -len(self.rounds_us), median, self.config)
+
     def as_dict(self) -> dict[str, Any]:
         median = self.median_us
         return {"config": self.config.label(), "config_dict": self.config.as_dict(),
@@ -90,7 +98,7 @@ class Row:
     def best_of(self, source: str) -> Retimed | None:
         """The fastest re-timed finalist from `source` ("fast", "exhaustive", ...)."""
         group = [f for f in self.finalists if source in f.sources]
-        return min(group, key=lambda f: (f.median_us, f.config)) if group else None
+        return min(group, key=lambda f: f.rank_key) if group else None
 
     def as_dict(self) -> dict[str, Any]:
         """JSON: the config as its label ("config") and as its keys ("config_dict")."""
