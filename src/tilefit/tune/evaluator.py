@@ -1,8 +1,9 @@
 """How a search's configs get measured: journal first, then compile (CPU pool) -> run (GPU pool)
 per config on its own thread; idle compile workers prefetch the configs the performance model
-ranks highest; `quiet()` holds every prefetch back while finalists are re-timed, so no compile
-shares the host with a timing that a host-side launch could spoil. A search's timings only rank
-configs (its best few are re-timed in quiet), so they use the target's shorter `probe` timing.
+ranks highest; `quiet()` holds every compile back (prefetches, and the searches of other GEMMs
+running side by side) while finalists are re-timed, so no compile shares the host with a timing
+that a host-side launch could spoil. A search's timings only rank configs (its best few are
+re-timed in quiet), so they use the target's shorter `probe` timing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tilefit.tune.targets.base import TuneShape
 # Compile workers kept free of prefetching, for the configs a search is waiting on (the fast
 # strategy's chunk): prefetching only ever uses the workers beyond these.
 RESERVED_COMPILE_WORKERS = 8
+SEARCHES_AT_ONCE = 2  # GEMMs searched side by side (run.py)
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -36,19 +38,22 @@ class Evaluator:
         self.name, self.target, self.journal = name, target, journal
         self.compile_pool, self.bench_pool = compile_pool, bench_pool
         self.model_bugs, self.progress = model_bugs, progress
-        lanes = compile_pool.size + bench_pool.size
+        # Room for the searches of every GEMM at once (run.py runs them side by side).
+        lanes = SEARCHES_AT_ONCE * (compile_pool.size + bench_pool.size)
         self._lanes = ThreadPoolExecutor(max_workers=lanes)
         self._lock = threading.Lock()
         self._compiling: dict[tuple[str, Any], Future[Result]] = {}
         spare = compile_pool.size - RESERVED_COMPILE_WORKERS
         self._prefetcher = ThreadPoolExecutor(max_workers=spare) if spare > 0 else None
-        self._prefetched: list[Future[Any]] = []
+        self._prefetched: dict[str, list[Future[Any]]] = {}  # by shape key
         self._gate = threading.Condition()
         self._quiet = False
-        self._prefetching = 0  # prefetch compiles in flight
+        self._retiming = threading.Lock()  # one re-timing at a time
+        self._running = 0  # compiles in flight
 
     def close(self) -> None:
-        self.stop_prefetch()
+        for key in list(self._prefetched):
+            self._stop(key)
         if self._prefetcher is not None:
             self._prefetcher.shutdown(wait=True)
         self._lanes.shutdown(wait=True)
@@ -61,40 +66,44 @@ class Evaluator:
     def prefetch(self, shape: TuneShape, configs: Sequence[Any]) -> None:
         """Compile `configs` in the background on the spare compile workers (none: a no-op)."""
         if self._prefetcher is not None:
-            self._prefetched += [self._prefetcher.submit(self._prefetch_one, shape, c)
-                                 for c in configs]
+            self._prefetched.setdefault(shape.key(), []).extend(
+                self._prefetcher.submit(self.compiled, shape, c) for c in configs)
 
-    def _prefetch_one(self, shape: TuneShape, config: Any) -> Result:
-        with self._gate:
-            while self._quiet:
-                self._gate.wait()
-            self._prefetching += 1
-        try:
-            return self.compiled(shape, config)
-        finally:
-            with self._gate:
-                self._prefetching -= 1
-                self._gate.notify_all()
+    def stop_prefetch(self, shape: TuneShape) -> None:
+        """Drop `shape`'s prefetches not started yet (those running finish and are journaled)."""
+        self._stop(shape.key())
 
-    def stop_prefetch(self) -> None:
-        """Drop the prefetches not started yet (those running finish and are journaled)."""
-        for f in self._prefetched:
+    def _stop(self, key: str) -> None:
+        for f in self._prefetched.pop(key, []):
             f.cancel()
-        self._prefetched = []
 
     @contextmanager
     def quiet(self) -> Iterator[None]:
-        """No compile starts inside this block, and the block starts once those running are done
-        (the searches, which compile too, are not running while a run re-times finalists)."""
+        """No compile starts inside this block, and the block starts once those running are done.
+        One quiet block at a time: a second waits for the first to end."""
+        with self._retiming:
+            with self._gate:
+                self._quiet = True
+                while self._running:
+                    self._gate.wait()
+            try:
+                yield
+            finally:
+                with self._gate:
+                    self._quiet = False
+                    self._gate.notify_all()
+
+    def _compile(self, shape: TuneShape, config: Any) -> Any:
+        """The compile pool's reply, started only outside a quiet block."""
         with self._gate:
-            self._quiet = True
-            while self._prefetching:
+            while self._quiet:
                 self._gate.wait()
+            self._running += 1
         try:
-            yield
+            return self.compile_pool.call("compile", config, shape, None)
         finally:
             with self._gate:
-                self._quiet = False
+                self._running -= 1
                 self._gate.notify_all()
 
     def compiled(self, shape: TuneShape, config: Any) -> Result:
@@ -112,7 +121,7 @@ class Evaluator:
         if pending is not None:
             return pending.result()
         try:
-            reply = self.compile_pool.call("compile", config, shape, None)
+            reply = self._compile(shape, config)
             result = Ok(0.0) if reply is None else reply
             self.journal.record(self.name, key, None, config, result)
             mine.set_result(result)

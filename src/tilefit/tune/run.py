@@ -11,8 +11,11 @@ its steps and ends where an uninterrupted run would.
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +62,7 @@ class TuneRequest:
     prefetch: float = PREFETCH  # fraction of each GEMM's fitting configs precompiled by idle workers
     finalists: int = FINALISTS  # best configs of each search re-timed in quiet
     rounds: int = ROUNDS  # re-timing rounds (0: pick by the search's own timings)
-    drop: float = DROP  # finalists this far behind after two rounds stop (0: all run every round)
+    drop: float = DROP  # finalists this far behind after a round stop (0: all run every round)
     measure_ceilings: bool = False  # time the GPU's copy and MMA rates first (needs CUDA here)
     emit: tuple[str, ...] = ()  # engines whose config files to write too ("vllm", "sglang")
     given: tuple[tuple[str, int, Any], ...] = ()  # (job, batch, config) re-timed with the finalists
@@ -116,6 +119,12 @@ def _pools(req: TuneRequest) -> Iterator[tuple[Any, Any]]:
         yield cpool, bpool
 
 
+def _ties_jobs(target: Any) -> bool:
+    """Whether one job's configs depend on another's winners (a `restrict`, unless the target
+    says its restrict ties nothing in this run)."""
+    return getattr(target, "restrict", None) is not None and getattr(target, "ties_jobs", True)
+
+
 def _restrict(target: Any, job: str, batch: int, configs: list[Any],
               winners: dict[str, dict[int, Any]]) -> list[Any]:
     """A target may tie one job's configs to another's (SGLang's _down BLOCK_SIZE_M)."""
@@ -155,6 +164,8 @@ class _Run:
                                                 f"catalog's figures"})
         self.model_bugs: list[ModelBug] = []
         self.rows: list[Row] = []
+        self.started = itertools.count()  # searches started (the progress index)
+        self.stopping = threading.Event()
         self.files: list[str] = []
         self.tried: dict[str, set[Any]] = {}
         self.total = len(req.shapes) * len(target.jobs) * len(req.batches)
@@ -162,27 +173,26 @@ class _Run:
                                    progress)
 
     def layer(self, layer: TuneShape) -> None:
-        """Every job and batch of one layer shape, then the target's files for it."""
+        """Every job and batch of one layer shape, then the target's files for it. The jobs (gemm1,
+        gemm2) are searched side by side unless the target ties one job's configs to another's
+        winners: a search waits on compiles most of its time (one chunk's slowest compile, ~0.5-1 s,
+        against ~0.1 s of timings), so the other's timings fill the GPU meanwhile. Their
+        re-timings take turns, and hold every compile back (evaluator.quiet)."""
         winners: dict[str, dict[int, Any]] = {}
-        rows: dict[tuple[str, int], Row] = {}
-        for job in self.target.jobs:
-            shape = layer.with_gemm(job)
-            space = list(self.target.space(shape))
-            fitting = [c for c in space if self.target.fit_reason(c, shape) is None]
-            model = Predictions(self.target, shape,
-                                perfmodel.Device.from_gpu(self.gpu, shape.dtype))
-            if self.evaluator.can_prefetch:
-                self.evaluator.prefetch(shape, self.prefetch_order(fitting, model))
+        jobs = self.target.jobs
+        if len(jobs) > 1 and not _ties_jobs(self.target):
+            pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="tilefit-job")
+            futures = [pool.submit(self.job, layer, job, winners) for job in jobs]
             try:
-                for batch in self.req.batches:
-                    row = self.batch(shape, batch, space, fitting, winners, model)
-                    self.rows.append(row)
-                    rows[(job, batch)] = row
-                    if row.config is not None:
-                        winners.setdefault(job, {})[batch] = row.config
-                    self.progress("row", row.as_dict())
+                done = [f.result() for f in futures]
             finally:
-                self.evaluator.stop_prefetch()
+                self.stopping.set()  # the other job stops at its next search (an error, Ctrl-C)
+                pool.shutdown(wait=True)
+                self.stopping.clear()
+        else:
+            done = [self.job(layer, job, winners) for job in jobs]
+        rows = {(row.job, row.batch): row for job_rows in done for row in job_rows}
+        self.rows += [row for job_rows in done for row in job_rows]
         if all(len(winners.get(j, {})) == len(self.req.batches) for j in self.target.jobs):
             written = self.target.write(self.req.out_dir, layer, self.req.device_name, winners)
             self.files += [str(p) for p in written]
@@ -194,6 +204,26 @@ class _Run:
         else:
             self.progress("warning", {"message": f"{layer.key()}: no config ran for some batch "
                                                  f"sizes; no config file written"})
+
+    def job(self, layer: TuneShape, job: str, winners: dict[str, dict[int, Any]]) -> list[Row]:
+        """One job's batch sizes in order (each search seeded by the nearer winners)."""
+        shape = layer.with_gemm(job)
+        space = list(self.target.space(shape))
+        fitting = [c for c in space if self.target.fit_reason(c, shape) is None]
+        model = Predictions(self.target, shape, perfmodel.Device.from_gpu(self.gpu, shape.dtype))
+        if self.evaluator.can_prefetch:
+            self.evaluator.prefetch(shape, self.prefetch_order(fitting, model))
+        rows = []
+        try:
+            for batch in self.req.batches:
+                row = self.batch(shape, batch, space, fitting, winners, model)
+                rows.append(row)
+                if row.config is not None:
+                    winners.setdefault(job, {})[batch] = row.config
+                self.progress("row", row.as_dict())
+        finally:
+            self.evaluator.stop_prefetch(shape)
+        return rows
 
     def prefetch_order(self, fitting: list[Any], model: Predictions) -> list[Any]:
         """The `prefetch` fraction of `fitting`: each batch size's model ranking, taken in turns
@@ -208,7 +238,9 @@ class _Run:
     def batch(self, shape: TuneShape, batch: int, space: list[Any], fitting: list[Any],
               winners: dict[str, dict[int, Any]], model: Predictions) -> Row:
         """One search, the exhaustive sweep where asked, then the finalists re-timed in quiet."""
-        done = len(self.rows)
+        if self.stopping.is_set():
+            raise _Stopped()
+        done = next(self.started)
         self.progress("job", {"shape": shape.key(), "job": shape.gemm, "batch": batch,
                               "index": done, "total": self.total})
         configs = tuple(_restrict(self.target, shape.gemm, batch, fitting, winners))
@@ -219,6 +251,8 @@ class _Run:
         seeds = tuple(prev[b] for b in sorted(prev, key=lambda b: abs(b - batch)))
 
         def evaluate(cs: Sequence[Any]) -> list[Result]:
+            if self.stopping.is_set():
+                raise _Stopped()
             return self.evaluator(shape, batch, cs)
 
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
@@ -287,6 +321,10 @@ class _Run:
             if isinstance(self.evaluator.check(shape, batch, f.config), Ok):
                 return f
         return None
+
+
+class _Stopped(Exception):
+    """A job's thread ends at its next search: the other job failed or the run was interrupted."""
 
 
 def _finite(x: float) -> float | None:

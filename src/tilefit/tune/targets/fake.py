@@ -67,6 +67,7 @@ class FakeTarget:
         self.grid = grid
         self.jobs = tuple(jobs)
         self.down_same_block_m = down_same_block_m  # SGLang's _down rule, for tests of `restrict`
+        self.ties_jobs = bool(down_same_block_m)  # whether `restrict` reads gemm1's winners
         self.search_noise = search_noise
         self._timed: set[Any] = set()  # (shape, batch, config) timed before in this process
 
