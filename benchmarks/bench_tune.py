@@ -30,6 +30,7 @@ from tilefit.tune.run import JOURNAL as JOURNAL_NAME
 from tune_results import layer_shape, refloor, summarize  # benchmarks/: the script's own folder
 
 CHECKED = (1, 64, 1024, 4096)
+CHECK_ROUNDS = 5  # the check's rounds (every one for every config): as in session 4, whatever the run's
 GROUPED_MM_AT = (1, 16, 64, 256, 1024, 4096)
 
 
@@ -63,7 +64,8 @@ def grouped_mm_us(shape: Any, batch: int, graph_max_batch: int, seed: int = 0) -
         torch.cuda.empty_cache()
 
 
-def _request(args: argparse.Namespace, layer: Any, out: Path, **kw: Any) -> Any:
+def _request(args: argparse.Namespace, layer: Any, out: Path, retime_ms: tuple[float, float] | None = None,
+             **kw: Any) -> Any:
     from tilefit.tune.run import TuneRequest
     from tilefit.tune.targets.base import TargetSpec
     from tilefit.tune.workers import default_compile_workers
@@ -74,8 +76,9 @@ def _request(args: argparse.Namespace, layer: Any, out: Path, **kw: Any) -> Any:
     else:
         import torch
 
+        warmup_ms, rep_ms = retime_ms or (args.warmup_ms, args.rep_ms)
         spec = TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu=args.gpu,
-                             warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
+                             warmup_ms=warmup_ms, rep_ms=rep_ms,
                              probe_warmup_ms=args.probe_warmup_ms, probe_rep_ms=args.probe_rep_ms,
                              graph_max_batch=args.graph_max_batch)
         devices = tuple(range(torch.cuda.device_count()))[: args.gpus or None]
@@ -154,8 +157,9 @@ def check_run(args: argparse.Namespace, layout: str, fast: Any) -> tuple[Any, di
     given = tuple((r.job, r.batch, r.config) for r in fast.rows
                   if r.batch in args.checked and r.config is not None)
     given += tuple((job, b, c) for (job, b), cs in best.items() for c in cs)
-    req = _request(args, layer, Path(args.work) / layout / "check", batches=tuple(args.checked),
-                   strategy="fast", trials=1, drop=0.0, given=given)
+    req = _request(args, layer, Path(args.work) / layout / "check",
+                   (args.check_warmup_ms, args.check_rep_ms), batches=tuple(args.checked),
+                   strategy="fast", trials=1, rounds=CHECK_ROUNDS, drop=0.0, given=given)
     print(f"[{layout}] picks re-timed with the recorded sweep's best at {args.checked}",
           file=sys.stderr, flush=True)
     return tune(req, _log(f"{layout} check")), best
@@ -179,7 +183,7 @@ def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None,
             else:  # the recorded sweep's best few, re-timed in the same rounds as the pick
                 swept = set(recorded.get((r.job, r.batch), ()))
                 best = min((f for f in check.finalists if f.config in swept),
-                           key=lambda f: (f.median_us, f.config), default=None)
+                           key=lambda f: f.rank_key, default=None)
             row["exhaustive_best_config"] = best.config.label() if best else None
             row["exhaustive_best_us"] = best.median_us if best else None
             row["pick_in_sweep_us"] = mine.median_us if mine else None
@@ -282,8 +286,12 @@ def main() -> None:
     p.add_argument("--cold-cache", action="store_true",
                    help="a fresh Triton cache for each fast run, so its compiles count in full")
     p.add_argument("--compile-workers", type=int, default=None)
-    p.add_argument("--warmup-ms", type=float, default=5.0)
-    p.add_argument("--rep-ms", type=float, default=25.0)
+    # The fast run's re-timing budget; the check (--against) keeps session 4's 5+25 ms, so the
+    # pick's quality is judged as before.
+    p.add_argument("--warmup-ms", type=float, default=2.0)
+    p.add_argument("--rep-ms", type=float, default=10.0)
+    p.add_argument("--check-warmup-ms", type=float, default=5.0)
+    p.add_argument("--check-rep-ms", type=float, default=25.0)
     p.add_argument("--probe-warmup-ms", type=float, default=1.0,
                    help="search timings (fast and exhaustive alike); finalists use --warmup-ms/--rep-ms")
     p.add_argument("--probe-rep-ms", type=float, default=5.0)
