@@ -15,6 +15,7 @@ from tilefit.diagnose import Diagnoser
 from tilefit.diagnose.analyze import _ADDRESS
 from tilefit.diagnose.events import DETAIL_LINES
 from tilefit.diagnose.fold import FOLD
+from tilefit.diagnose import parallel
 from tilefit.diagnose.parallel import _scan_piece, scan_file
 from tilefit.diagnose.parser import detail_fields
 from tilefit.diagnose.render import as_dict
@@ -139,11 +140,9 @@ _TRICKY = [
 ]
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_warmups_spliced_with_tricky_lines_read_alike(tmp_path, seed):
+def _spliced(rnd: random.Random) -> bytes:
     """Slices of SM120 warmups with tracebacks, sticky errors, quoted init failures, CR/ESC frames,
-    over-long lines, readiness and deaths spliced in at random: serial and parallel agree."""
-    rnd = random.Random(seed)
+    over-long lines, readiness and deaths spliced in at random."""
     warmups = [p.read_bytes().splitlines(True) * 3 for p in SM120]
     real = sorted((FIXTURES / "real").glob("*.log"))
     lines: list[bytes] = []
@@ -159,12 +158,36 @@ def test_warmups_spliced_with_tricky_lines_read_alike(tmp_path, seed):
             lines += rnd.choice(real).read_bytes().splitlines(True)
         if rnd.random() < 0.3:
             lines.insert(rnd.randrange(len(lines) + 1), rnd.choice(_TRICKY))
-    data = b"".join(lines)
+    return b"".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_warmups_spliced_with_tricky_lines_read_alike(tmp_path, seed):
+    """The spliced warmups (_spliced): serial and parallel agree."""
+    rnd = random.Random(seed)
+    data = _spliced(rnd)
     path = tmp_path / "spliced.log"
     path.write_bytes(data)
     serial = _serial(data)
     for piece in (rnd.randint(2000, 30000), rnd.randint(100_000, 400_000)):
         assert _parallel(path, piece) == serial, piece
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pieces_folded_part_by_part_read_alike(tmp_path, monkeypatch, seed):
+    """A reader folds what it gathered after each block it reads (parallel.FOLD_RECORDS), holding
+    back a run that may go on: with tiny blocks and parts, runs are cut anywhere, yet serial and
+    parallel agree, and the runs still fold."""
+    rnd = random.Random(100 + seed)
+    monkeypatch.setattr(parallel, "READ", rnd.choice([700, 4096]))  # the forked readers see these
+    monkeypatch.setattr(parallel, "FOLD_RECORDS", rnd.choice([1, 2, 5, 16]))
+    data = b"".join([_spliced(rnd)] + [p.read_bytes() for p in SM120])
+    path = tmp_path / "spliced.log"
+    path.write_bytes(data)
+    serial = _serial(data)
+    for piece in (rnd.randint(2000, 30000), rnd.randint(100_000, 400_000)):
+        assert _parallel(path, piece) == serial, piece
+    assert _folded(path, 1 << 24) > 0
 
 
 def _real_line(name: str, needle: str) -> bytes:

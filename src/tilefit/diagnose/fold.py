@@ -49,17 +49,24 @@ class Fold:
     chained: bool      # ... or of the window before, if that ends later: no line between them
 
 
-def fold(records: list[Record], reader: LineReader, covered: set[int] | None = None) -> list[Record]:
-    """`records` of one piece, with the middle of each run of foldable failures folded. `covered`:
-    the first lines of the RUN records whose gated line before them covers() them, when the
-    reader knows already (it asked while reading); None: ask again."""
+def fold(records: list[Record], reader: LineReader, covered: set[int] | None = None, opened: int = 0,
+         hold: int = 0) -> tuple[list[Record], int, int]:
+    """`records` of one piece, or of its next part, with the middle of each run of foldable
+    failures folded. `covered`: the first lines of the RUN records whose gated line before them
+    covers() them, when the reader knows already (it asked while reading); None: ask again.
+    `opened`: the last line that may have opened a traceback (0 at the piece's start: the previous
+    piece's). Returns the records, `opened` for the next part, and how many records were used:
+    the last run, when it reaches the end of `records` and they hold at most `hold` records from
+    its start on, is left for the next part (its next failure may be on its way). A run cut in two
+    folds as two runs, the failures at the cut staying lines: exact, only less folded."""
     out: list[Record] = []
     i, n = 0, len(records)
-    opened = 0  # the last line that may have opened a traceback (0: the previous piece's)
     while i < n:
         j = i  # records[i:j] are foldable (gated line, its frames) pairs
         while j + 1 < n and _foldable(records[j], records[j + 1], reader, opened, covered):
             j += 2
+        if j + 1 >= n and n - i <= hold:
+            return out, opened, i
         if (j - i) // 2 >= MIN_RUN:
             out.extend(records[i:i + 2])
             before = records[i + 1][0] + records[i + 1][2][0] - 1  # the first failure's last frame
@@ -73,7 +80,7 @@ def fold(records: list[Record], reader: LineReader, covered: set[int] | None = N
             opened = max(opened, _may_open_traceback(records[i], reader))
             out.append(records[i])
             i += 1
-    return out
+    return out, opened, n
 
 
 def _may_open_traceback(record: Record, reader: LineReader) -> int:

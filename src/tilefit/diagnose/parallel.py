@@ -31,6 +31,12 @@ PIECE = 4 << 20
 # keeps them: 1 MB blocks left a reader 9.3 MB of private memory, 256 KB 6.5 MB, for 2% of its speed
 # (64 KB: 6.3 MB, 10% slower). Measured on the dense benchmark log, benchmarks/RESULTS.md.
 READ = 256 << 10
+# A reader folds the records it has gathered after each block once they are more than this (not
+# only at the piece's end): a 4 MB piece of a failure-dense log gathers ~2,300 records (1.2 MB of
+# strings and tuples) before folding, and the reader's heap keeps that space. A run of failures
+# still going on at the end is held back up to this many records: a cut run folds the first
+# occurrences of its failures (scratch tracker work) again.
+FOLD_RECORDS = 512
 
 # Records (fold.py): (line number within the piece, kind, payload):
 #   GATED: (segments, their packed analyses, weak tiers); FRAME: segments of an ungated line that
@@ -49,9 +55,11 @@ def _reader(rules: tuple[Rule, ...]) -> LineReader:
     return reader
 
 
-def _start_worker(rules: tuple[Rule, ...]) -> None:
-    """A pool worker gets the rules once, not with every piece (24 KB pickled and hashed)."""
-    _WORKER[:] = [_reader(rules)]
+def _start_worker(rules: tuple[Rule, ...], reader: LineReader | None = None) -> None:
+    """A pool worker gets the rules once, not with every piece (24 KB pickled and hashed). A forked
+    worker gets the main process's reader as it is: its compiled rules stay shared pages instead
+    of being compiled again in every worker (1.3 MB of each one's private memory, 30 ms)."""
+    _WORKER[:] = [reader if reader is not None else _reader(rules)]
 
 
 def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tuple[Rule, ...] | None = None,
@@ -59,8 +67,23 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
     """Lines starting in [start, stop): their count, and the records this piece owes the tracker
     (`rules`: the worker's own when None)."""
     reader = _reader(rules) if rules is not None else _WORKER[0]
-    records: list[Record] = []
+    records: list[Record] = []  # gathered since the last fold into `out`
     covered: set[int] = set()  # RUN records inside the window of the gated line before them
+    out: list[Record] = []
+    opened = 0  # fold(): the last line that may have opened a traceback
+
+    def fold_some() -> None:
+        """Fold the records gathered but a run of failures that may go on (fold's `hold`)."""
+        nonlocal opened
+        folded, opened, used = fold(records, reader, covered, opened, hold=FOLD_RECORDS)
+        out.extend(folded)
+        if used:
+            first = records[used][0] if used < len(records) else 0
+            del records[:used]
+            kept = [x for x in covered if x >= first] if first else []
+            covered.clear()
+            covered.update(kept)
+
     # Weak-tier lines (Rule.tier) change the tracker's state only the first time after a line that
     # may leave an error unresolved (a served request makes the server ready and resolves errors;
     # once ready nothing more is learnt until the next error, see Tracker.needs), so a worker sends
@@ -147,6 +170,8 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
                 break
             got += len(data)
             scanner.feed(data)
+            if len(records) > FOLD_RECORDS:
+                fold_some()
         if scanner.mid_line:
             while True:  # the last line started here: finish it past the piece's end
                 data = f.read(READ)
@@ -158,7 +183,8 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
                     scanner.feed(data[:nl + 1])
                     break
                 scanner.feed(data)
-    return scanner.lines, fold(records, reader, covered)
+    out.extend(fold(records, reader, covered, opened)[0])  # hold=0: every run ends with the piece
+    return scanner.lines, out
 
 
 def _first_line_start(f, start: int, stop: int) -> int | None:
@@ -265,7 +291,8 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
     replay = _Replay(tracker)
     gc.freeze()  # forked readers then share this process's objects instead of copying them
     try:
-        with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker, initargs=(rules,)) as ex:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker,
+                                 initargs=(rules, tracker.reader)) as ex:
             pending: deque[Future] = deque()
             nxt = taken = 0
             while nxt < len(starts) or pending:
