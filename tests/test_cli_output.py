@@ -139,6 +139,20 @@ def test_every_command_and_option_has_help_and_examples():
         assert not re.search(r"\(default: \(", text), f"{name}: a tuple default printed as Python"
 
 
+def test_one_commands_parser_is_the_full_parsers_part():
+    """A run builds only its command's parser (main.COMMANDS): the same help, and COMMANDS names
+    every command, so none goes missing from a run."""
+    import argparse
+
+    from tilefit.cli.main import COMMANDS, build_parser
+
+    _, sub = _subparsers()
+    assert list(sub.choices) == list(COMMANDS)
+    for name in COMMANDS:
+        one = next(a for a in build_parser(name)._actions if isinstance(a, argparse._SubParsersAction))
+        assert name in one.choices and one.choices[name].format_help() == sub.choices[name].format_help()
+
+
 def test_defaults_print_as_typed(cli):
     _, sub = _subparsers()
     assert "(default: 1,64,1024)" in sub.choices["plan"].format_help()
