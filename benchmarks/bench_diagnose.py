@@ -246,9 +246,18 @@ def main() -> int:
     return 0
 
 
+def _default_readers() -> str:
+    """How many readers the CLI starts by default here (what the measured process imports)."""
+    try:
+        from tilefit.diagnose.parallel import default_workers
+    except ImportError:
+        return "?"
+    return str(default_workers())
+
+
 def measure(path: str, size: int, expect: dict[str, int], jobs: int, runs: int) -> int:
     """Run diagnose `runs` times with `jobs` reader processes (0: the CLI default); 1 on a wrong result."""
-    label = f"--jobs {jobs}" if jobs else "default --jobs"
+    label = f"--jobs {jobs}" if jobs else f"default --jobs ({_default_readers()} readers)"
     walls = []
     for i in range(runs):
         wall, cpu, peak_mb, tree_mb, pss_mb, d = run_once(path, jobs)

@@ -47,7 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_target_args(p, gpu_help="GPU the log came from (sizes failing tiles); default: what the log names")
     add_json_arg(p)
     p.add_argument("--jobs", type=positive_int, metavar="N",
-                   help="processes that read a large file (default: one per core, up to 6; at most the CPU "
+                   help="processes that read a large file (default: one per core, up to 12; at most the CPU "
                         "count)")
     p.add_argument("--follow", action="store_true",
                    help="tail a growing file until the verdict is settled: healthy/recovered at once, fatal at "

@@ -311,14 +311,15 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
     return base, size
 
 
-# Readers by default, at most: each adds 6.5-8 MB of its own (private memory with READ blocks,
-# PSS on a 16-core host with 1 MB blocks; RSS counts the ~20 MB it shares with this process again)
-# and, on a failure-dense log, about 80 MB/s on a 2-core development machine's core, 35-58 on
-# that 16-core host's (benchmarks/RESULTS.md, issue 16). 12 readers reach 400 MB/s there, at 121 MB.
-MAX_DEFAULT_WORKERS = 6
+# Readers by default, at most. Measured on the failure-dense 1 GB log on a 16-core H200 host
+# (benchmarks/RESULTS.md, issue 16), before readers folded as they read and shared the main
+# process's rules: 6 readers 299 MB/s at 58 MB (the process tree's PSS), 8: 410 MB/s, 10: 433,
+# 12: 518 MB/s at 92 MB; a reader added about 5.6 MB. Those two changes took 1.2-1.7 MB off each
+# reader on the 2-core development machine, so 12 readers keep both goals (>= 400 MB/s, < 100 MB)
+# with margin. The main process only merges what readers send: it needs no core of its own.
+MAX_DEFAULT_WORKERS = 12
 
 
 def default_workers() -> int:
-    """One reader per core, at most MAX_DEFAULT_WORKERS: this process only merges what they send
-    (runs of caught failures arrive folded), so it needs no core of its own."""
+    """One reader per core, at most MAX_DEFAULT_WORKERS."""
     return max(1, min(MAX_DEFAULT_WORKERS, os.cpu_count() or 1))
