@@ -209,3 +209,25 @@ def test_parallel_reader_gates_with_the_diagnosers_own_rules(tmp_path):
         dg.read_file(str(path), workers=workers)
         found.append(dg.result(explain_it=False).failure(ev.ENGINE_DIED) is not None)
     assert found == [True, True]
+
+
+_FRAMEISH = st.lists(st.sampled_from([
+    " ", "\t", "\x0b", "\x0c", "\x1c", "\x1f", "\r", "\x1b[31m", "#", "0", "7", "12", "0x", "7f3c", "g", "at ", "...",
+    "File ", "x.cu", ".cu:", ".h:", ".inl:", ":", "foo", "é", "٣", "\u2003", "[", "]", "+",
+]), max_size=12).map("".join)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_FRAMEISH)
+def test_a_line_told_no_frame_from_its_bytes_is_none(text):
+    """A parallel reader closes a window at a line its bytes show is no frame, without decoding it
+    (parser._no_frame): exactly the ASCII, CR- and ESC-free, non-blank lines that normalize to one
+    segment is_backtrace_frame rejects."""
+    from tilefit.diagnose.parser import _no_frame, is_backtrace_frame
+
+    raw = text.encode()
+    segments = normalize(raw)
+    if _no_frame(raw):
+        assert segments == [text] and not is_backtrace_frame(text)
+    elif raw.isascii() and b"\r" not in raw and b"\x1b" not in raw and text.strip():
+        assert is_backtrace_frame(text)

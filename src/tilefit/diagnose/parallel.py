@@ -156,7 +156,7 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
         return () if any(not f for f in found) else tuple(sorted({x for f in found for x in f}))
 
     scanner = LineScanner(reader.rules.gate, collect, max_line=max_line, frames=frames,
-                          gates=reader.rules.gates, needs=needs)
+                          gates=reader.rules.gates, needs=needs, frames_only=True)
     scanner.open_window(detail_lines)  # leading frames may continue the previous piece's backtrace
     with open(path, "rb") as f:
         pos = 0 if start == 0 else _first_line_start(f, start, stop)

@@ -39,6 +39,12 @@ FRAME_RUN = re.compile(rb"(?:" + _FRAME_HEAD + rb"[^\n\r\x1b]{0,16000}\n){1,64}"
 # it tests a class, and a run holding no CR or ESC (two memchr calls tell) is FRAME_RUN's run.
 _FRAME_RUN_ANY = re.compile(rb"(?:" + _FRAME_HEAD + rb".{0,16000}\n){1,64}")
 
+# str's \s on ASCII text (\x1c-\x1f are whitespace to str.strip and to str patterns, not to bytes).
+_WS = b" \t\n\r\f\v\x1c\x1d\x1e\x1f"
+# is_backtrace_frame's pattern (_FRAME) for ASCII bytes: on an ASCII line the two agree.
+_FRAME_ASCII = re.compile(rb"[%s]*(?:#?[0-9]+[%s]+0x[0-9a-fA-F]+|at |\.\.\.|File |[^%s]+\.(?:cu|h|hpp|inl|cpp):[0-9])"
+                          % (_WS, _WS, _WS))
+
 _NUMBER = re.compile(r"\d+")
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 
@@ -63,10 +69,13 @@ class LineScanner:
 
     def __init__(self, gate: re.Pattern[bytes], process: Processor, *, max_line: int = MAX_LINE,
                  frames: FrameSink | None = None, gates: dict[Any, re.Pattern[bytes]] | None = None,
-                 needs: Callable[[], Any] | None = None):
+                 needs: Callable[[], Any] | None = None, frames_only: bool = False):
         self.gate = gate          # every needle
         self.process = process
         self.frames = frames
+        # The processor reads nothing inside a window but frames and gated lines: it answers any
+        # other line by closing the window. Such a line then closes it unread (no decoding, no call).
+        self.frames_only = frames_only
         # Outside windows the processor may need fewer needles (RuleSet.gates, Tracker.needs).
         self._gates, self._needs = gates, needs
         self._search = gate.search
@@ -178,7 +187,12 @@ class LineScanner:
                     self._line(buf, pos, nl)
                 else:
                     self._window -= 1
-                    self._emit(buf, pos, nl, gated=self._search(buf, pos, nl) is not None)
+                    gated = self._search(buf, pos, nl) is not None
+                    if not gated and self.frames_only and _no_frame(buf[pos:nl]):
+                        self.lines += 1
+                        self._window = 0
+                    else:
+                        self._emit(buf, pos, nl, gated=gated)
                 pos = nl + 1
                 continue
             m = self._search(buf, pos, end)
@@ -265,6 +279,13 @@ def detail_fields(text: str) -> dict[str, object]:
 
 
 _FRAME = re.compile(r"^\s*(?:#?\d+\s+0x[0-9a-fA-F]+|at |\.\.\.|File |\S+\.(?:cu|h|hpp|inl|cpp):\d+)")
+
+
+def _no_frame(raw: bytes) -> bool:
+    """Whether a raw line (without its LF) normalizes to one segment that is no backtrace frame,
+    told from its bytes; False when unsure (not ASCII, CR or ESC in it, blank)."""
+    return (raw.isascii() and b"\r" not in raw and b"\x1b" not in raw and bool(raw.strip(_WS))
+            and _FRAME_ASCII.match(raw) is None)
 
 
 def is_backtrace_frame(text: str) -> bool:
