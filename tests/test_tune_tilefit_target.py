@@ -66,3 +66,22 @@ def test_floor_counts_the_timed_routing_draw():
         assert floor_us(shape, batch, dev, routed) == pytest.approx(routed.experts * one_expert, rel=0.05)
     assert target.timing(shape, 256) == "cuda-graph" and target.timing(shape, 257) == "events"
     assert TilefitMoETarget(gpu="h200", graph_max_batch=0).timing(shape, 1) == "events"
+
+
+def test_perf_model_ranks_a_64_byte_fp8_k_step_behind_128():
+    """fp8 BLOCK_SIZE_K 64 (64 bytes per row) ran ~1.4x slower than 128 on an H200 (RESULTS.md,
+    issue 17 session 5); bf16 BLOCK_SIZE_K 64 is 128 bytes and is not charged."""
+    from tilefit.hw.catalog import get_gpu
+    from tilefit.kernels.triton_moe.config import MoEConfig
+    from tilefit.tune.perfmodel import Device, predict_us
+    from tilefit.tune.targets.base import TuneShape
+
+    def ratio(dtype: str, batch: int) -> float:
+        shape = TuneShape("gemm1", 32, 6144, 2048, 8, dtype, 256)
+        dev = Device.from_gpu(get_gpu("h200"), dtype)
+        k64, k128 = MoEConfig(16, 64, 64, 1, 4, 4), MoEConfig(16, 64, 128, 1, 4, 4)
+        return predict_us(k64, shape, batch, dev, 0) / predict_us(k128, shape, batch, dev, 0)
+
+    for batch in (1, 16, 256):
+        assert ratio("fp8-block", batch) >= 1.3
+        assert ratio("bf16", batch) < 1.3
