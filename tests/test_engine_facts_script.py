@@ -80,3 +80,24 @@ def test_tuned_file_readers_and_tilefit_writers_agree(tmp_path):
     _write(tmp_path, moe, 'def get_moe_configs(E, N):\n    tuned_config.pop("triton_version", None)\n'
                           "    return {int(key): val for key, val in tuned_config.items()}\n")
     assert vllm.facts(tmp_path)[key] == tilefit_side.SAYS[key]("0.11.0") == "popped"
+
+
+# Short excerpts of the engines' fused_moe_kernel and its launcher (vllm 0.33.0 fused_moe.py
+# l.488/542/844; sglang 0.5.23 kernels/ops/moe/fused_moe_triton_kernels.py l.527/591).
+_KERNEL = ("            offs_bsn = offs_bn // group_n\n"
+           "                offs_ks = k_start // group_k\n")
+_CLAMP = "        BLOCK_SIZE_K = min(BLOCK_SIZE_K, min(block_shape[0], block_shape[1]))\n"
+
+
+@pytest.mark.parametrize("engine,clamp,wide", [("vllm", True, "runs as 128"),
+                                               ("sglang", False, "one scale per step (wrong)")])
+def test_block_fp8_tile_readers_and_runs_as_tuned_agree(tmp_path, engine, clamp, wide):
+    fact = f"{engine}: block-fp8 tiles of the Triton fused-MoE kernel"
+    rel = ("vllm/model_executor/layers/fused_moe/fused_moe.py" if engine == "vllm"
+           else "sglang/kernels/ops/moe/fused_moe_triton_kernels.py")
+    _write(tmp_path, rel, _KERNEL + (_CLAMP if clamp else ""))
+    says = (vllm if engine == "vllm" else sglang).facts(tmp_path)[fact]
+    assert says == f"BLOCK_SIZE_N 32/64, BLOCK_SIZE_K 64: as tuned; BLOCK_SIZE_K 256: {wide}"
+    assert tilefit_side.SAYS[fact]("0.33.0" if engine == "vllm" else "0.5.23") == says
+    _write(tmp_path, rel, "accumulator += tl.dot(a, b)\n")  # no block-scaled path: absent
+    assert (vllm if engine == "vllm" else sglang).facts(tmp_path)[fact] == "absent"

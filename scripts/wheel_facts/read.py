@@ -41,3 +41,14 @@ def env_default(source: str, name: str) -> str | None:
     if m:
         return m.group(1).strip().strip("\"'")
     return None if name not in source else "declared"
+
+
+def block_fp8_tiles(kernel: str, clamped: bool) -> str:
+    """How a fused-MoE Triton kernel (its source `kernel`) runs tiles under 128x128 block scales:
+    the weight scale indexed per column (`offs_bn // group_n`) and the K scale once per step
+    (`k_start // group_k`) run BLOCK_SIZE_N 32/64 and BLOCK_SIZE_K 64 as tilefit's kernel does;
+    a 256-wide K step either is clamped to the block (`clamped`) or reads one group's scales."""
+    if "offs_ks = k_start // group_k" not in kernel or "offs_bn // group_n" not in kernel:
+        return ABSENT
+    wide = "runs as 128" if clamped else "one scale per step (wrong)"
+    return f"BLOCK_SIZE_N 32/64, BLOCK_SIZE_K 64: as tuned; BLOCK_SIZE_K 256: {wide}"

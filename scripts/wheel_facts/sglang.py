@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from wheel_facts.pins import pin
-from wheel_facts.read import ABSENT, env_default, text
+from wheel_facts.read import ABSENT, block_fp8_tiles, env_default, grep_tree, text
 
 SRT = "sglang/srt/"
 FF_ENV = "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE"
@@ -34,6 +34,7 @@ def facts(root: Path) -> dict[str, str]:
         "sglang: --disable-flashinfer-autotune": _has(root, "disable_flashinfer_autotune",
                                                        "present"),
         "sglang: pinned flashinfer-python": pin(root) or ABSENT,
+        "sglang: block-fp8 tiles of the Triton fused-MoE kernel": _block_fp8(root),
     }
 
 
@@ -122,3 +123,15 @@ def _capture_line(root: Path) -> str:
     if re.search(r'f"Capture \{graph_backend\[self\.device\]\} begin\.', src):
         return "Capture cuda graph begin."
     return ABSENT
+
+
+# Where fused_moe_kernel lives: 0.5.16-0.5.23, 0.5.11-0.5.15, 0.5.10, and 0.4.x.
+_KERNEL = ("sglang/kernels/ops/moe/fused_moe_triton_kernels.py",
+           SRT + "layers/moe/moe_runner/triton_utils/fused_moe_triton_kernels.py",
+           SRT + "layers/moe/fused_moe_triton/fused_moe_triton_kernels.py",
+           SRT + "layers/moe/fused_moe_triton/fused_moe.py")
+
+
+def _block_fp8(root: Path) -> str:
+    """fused_moe_kernel's scale indexing; a BLOCK_SIZE_K clamp anywhere in the package."""
+    return block_fp8_tiles(text(root, *_KERNEL), bool(grep_tree(root, "sglang", "BLOCK_SIZE_K = min(")))

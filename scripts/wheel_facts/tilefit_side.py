@@ -206,6 +206,23 @@ def fi_order(version: str) -> str:
     return ", ".join(parts)
 
 
+def block_fp8_tiles(engine: str) -> Callable[[str], str]:
+    """What Engine.runs_as_tuned says of BN 32/64 + BK 64 and of BK 256 under 128x128 scales."""
+    def says(version: str) -> str:
+        from tilefit.engines import get_engine
+        from tilefit.kernels.triton_moe.config import MoEConfig
+
+        e = get_engine(engine)
+        small = [e.runs_as_tuned(MoEConfig(16, bn, bk, 1, 4, 3).as_dict(), "fp8-block")
+                 for bn, bk in ((32, 128), (64, 64))]
+        wide = e.runs_as_tuned(MoEConfig(16, 64, 256, 1, 4, 3).as_dict(), "fp8-block") or ""
+        how = ("runs as 128" if "as 128" in wide else
+               "one scale per step (wrong)" if "wrong results" in wide else "as tuned")
+        first = "as tuned" if small == [None, None] else "not as tuned"
+        return f"BLOCK_SIZE_N 32/64, BLOCK_SIZE_K 64: {first}; BLOCK_SIZE_K 256: {how}"
+    return says
+
+
 SAYS: dict[str, Callable[[str], str]] = {
     "sglang: NVFP4 MoE on SM120, --moe-runner-backend auto": sglang_nvfp4,
     "sglang: fused-finalize switch default": sglang_finalize,
@@ -224,6 +241,8 @@ SAYS: dict[str, Callable[[str], str]] = {
     "vllm: fused finalize passed to FlashInfer": vllm_finalize,
     "vllm: default-config warning": vllm_default_warning,
     "vllm: triton_version key of a tuned file": vllm_version_key,
+    "vllm: block-fp8 tiles of the Triton fused-MoE kernel": block_fp8_tiles("vllm"),
+    "sglang: block-fp8 tiles of the Triton fused-MoE kernel": block_fp8_tiles("sglang"),
     "flashinfer: FLASHINFER_TACTICS_BLOCKLIST": fi_blocklist,
     "flashinfer: gemm2 list follows use_fused_finalize": fi_switch,
     "flashinfer: FINALIZE tactics on": fi_finalize_archs,

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from wheel_facts.pins import pin
-from wheel_facts.read import ABSENT, block_after, grep_tree, text
+from wheel_facts.read import ABSENT, block_after, block_fp8_tiles, grep_tree, text
 
 MOE = "vllm/model_executor/layers/fused_moe/"
 
@@ -23,6 +23,7 @@ def facts(root: Path) -> dict[str, str]:
         "vllm: fused finalize passed to FlashInfer": _finalize(root),
         "vllm: pinned flashinfer-python": pin(root) or ABSENT,
         "vllm: triton_version key of a tuned file": _version_key(root),
+        "vllm: block-fp8 tiles of the Triton fused-MoE kernel": _block_fp8(root),
         "vllm: default-config warning": (
             "present" if grep_tree(root, MOE, "Using default MoE config. Performance might be "
                                              "sub-optimal") else ABSENT),
@@ -84,3 +85,13 @@ def _version_key(root: Path) -> str:
     if 'pop("triton_version"' in src:
         return "popped"
     return "int() like a batch key (a file carrying it fails)" if "int(key)" in src else ABSENT
+
+
+_CLAMP = re.compile(r"BLOCK_SIZE_K\s*=\s*min\(\s*BLOCK_SIZE_K\s*,\s*min\(\s*block_shape\[0\]\s*,"
+                    r"\s*block_shape\[1\]\s*\)\s*\)")
+
+
+def _block_fp8(root: Path) -> str:
+    """fused_moe_kernel's scale indexing, and invoke_fused_moe_kernel's BLOCK_SIZE_K clamp."""
+    src = text(root, MOE + "fused_moe.py")
+    return block_fp8_tiles(src, bool(_CLAMP.search(src)))
