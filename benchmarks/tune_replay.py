@@ -16,7 +16,8 @@ while finalists are re-timed; re-timing costs the rounds' timings (the journals'
 two re-timing lines, less the 30 ms budget they ran with, plus the budget asked for) counted on the
 session 4 run's own finalists and rounds (finalists.py's drop rule replayed on them). Side by
 side (run.py): the two GEMMs' sequences of searches and re-timings share the one GPU, and a
-re-timing stalls the other GEMM's compile waits. Not modelled: the CPU contention of more
+re-timing stalls the other GEMM's compile waits. Hints (the strategy's next chunk, compiled while
+this one runs): compiled by the time the chunk ends when it waited on a compile. Not modelled: the CPU contention of more
 compiles at once (pass a larger --compile-s to see its effect).
 
   python benchmarks/tune_replay.py                   # every variant, every recorded layout
@@ -59,19 +60,21 @@ class Variant:
     prefetch: float = 0.10  # fraction of each GEMM's fitting configs prefetched
     prefetch_ahead: bool = False  # every GEMM's prefetch starts with the layer, not with the GEMM
     together: bool = False  # the GEMMs' searches run side by side (run.py), re-timings one at a time
+    hints: bool = False  # the fast strategy's next chunk compiled while this one runs
 
 
 VARIANTS = {v.name: v for v in (
     Variant("v4", rounds=5, drop_from=1, budget_ms=30.0),  # session 4's runs
     Variant("rounds3", budget_ms=30.0),  # 3 rounds, drop from the first
     Variant("budget12"),  # ... on a 12 ms re-timing budget (do_bench 2+10 ms)
-    Variant("together", prefetch_ahead=True, together=True),  # ... GEMMs side by side: today's
+    Variant("together", prefetch_ahead=True, together=True),  # ... GEMMs side by side
+    Variant("hints", prefetch_ahead=True, together=True, hints=True),  # ... search hints: today's
     Variant("together30", budget_ms=30.0, prefetch_ahead=True, together=True),
     # Not taken (see benchmarks/RESULTS.md): more prefetching, a stronger preference for compiled
     # configs, the patience stop.
-    Variant("prefetch20", prefetch=0.2, prefetch_ahead=True, together=True),
-    Variant("margin25", options={"cold_margin": 0.25}, prefetch_ahead=True, together=True),
-    Variant("patience2", options={"patience": 2}, prefetch_ahead=True, together=True),
+    Variant("prefetch20", prefetch=0.2, prefetch_ahead=True, together=True, hints=True),
+    Variant("margin25", options={"cold_margin": 0.25}, prefetch_ahead=True, together=True, hints=True),
+    Variant("patience2", options={"patience": 2}, prefetch_ahead=True, together=True, hints=True),
 )}
 
 
@@ -214,6 +217,7 @@ class Clock:
     queue: list[Any] = field(default_factory=list)  # prefetch order
     credit: float = 0.0  # prefetch compiles' progress (configs)
     compiles: int = 0
+    hinted: list[Any] = field(default_factory=list)  # compiling while the next search call runs
     rows: list[tuple[str, int, float]] = field(default_factory=list)  # (job, batch, search s)
     # Per job, in order: ("search", compile wait s, GPU s) per search call, ("retime", 0, GPU s).
     segments: dict[str, list[tuple[str, float, float]]] = field(
@@ -309,6 +313,10 @@ def simulate(rec: Recorded, variant: Variant, compile_s: float) -> dict[str, Any
                 # Warm configs' timings run while the cold ones compile (one thread per config).
                 spent = max(len(configs) * _probe,
                             (clock.compile_s * math.ceil(len(cold) / 8) if cold else 0.0) + len(cold) * _probe)
+                if spent >= clock.compile_s:  # hinted configs compiled meanwhile, by their own workers
+                    clock.compiled |= {(job, c) for c in clock.hinted}
+                    clock.compiles += len(clock.hinted)
+                clock.hinted = []
                 clock.wait_s += spent - len(configs) * _probe
                 clock.search_s += spent
                 clock.segments[job].append(("search", spent - len(configs) * _probe, len(configs) * _probe))
@@ -321,8 +329,12 @@ def simulate(rec: Recorded, variant: Variant, compile_s: float) -> dict[str, Any
             before = clock.search_s
             default = target.default_config(shape, batch)
             seeds = tuple(winners[b] for b in sorted(winners, key=lambda b: abs(b - batch)))
+            def hint(configs: Any) -> None:
+                clock.hinted = [c for c in configs if (job, c) not in clock.compiled]
+
             found = fast.search(SearchSpace(tuple(fitting), model.at(batch), seeds, warm=frozenset(tried),
-                                            baseline=default, axes=target.config_space.axes),
+                                            baseline=default, axes=target.config_space.axes,
+                                            hint=hint if variant.hints else None),
                                 evaluate, Budget(), options)
             evaluate([default])
             clock.search_s += ROW_OVERHEAD_S

@@ -131,17 +131,18 @@ def test_worker_reports_a_target_it_cannot_build():
 
 
 def test_prefetch_changes_no_pick_and_compiles_ahead(tmp_path, monkeypatch):
-    """Idle compile workers precompile the model's favourites; the searches measure and pick
-    exactly what they do without prefetching."""
+    """Idle compile workers precompile the model's favourites and the configs a search hints it
+    may ask for next; the searches measure and pick exactly what they do without either."""
     import tilefit.tune.evaluator as run_mod
     from tilefit.tune.journal import read_entries
 
     monkeypatch.setattr(run_mod, "RESERVED_COMPILE_WORKERS", 1)
     spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=3, grid="distinct")
     kw = dict(spec=spec, compile_workers=3, compile_timeout_s=20.0)
-    plain = tune(_request(tmp_path / "plain", prefetch=0.0, **kw))
+    plain = tune(_request(tmp_path / "plain", prefetch=0.0, hints=False, **kw))
     ahead = tune(_request(tmp_path / "ahead", prefetch=0.5, **kw))
-    assert _outcome(ahead) == _outcome(plain)
+    hinted = tune(_request(tmp_path / "hinted", prefetch=0.0, **kw))
+    assert _outcome(ahead) == _outcome(plain) == _outcome(hinted)
 
     def compiled(name):
         return {e.config for e in read_entries(tmp_path / name / JOURNAL, MOE_SPACE.from_dict) if e.batch is None}
@@ -149,3 +150,4 @@ def test_prefetch_changes_no_pick_and_compiles_ahead(tmp_path, monkeypatch):
     measured = {e.config for e in read_entries(tmp_path / "plain" / JOURNAL, MOE_SPACE.from_dict) if e.batch is not None}
     assert compiled("plain") <= measured  # without prefetching, only what a search asked for
     assert compiled("ahead") - measured  # with it, configs no search asked for were compiled too
+    assert compiled("hinted") - measured  # hints too compile configs a search then did not need

@@ -247,3 +247,35 @@ def test_patience_stops_a_seeded_search_at_a_local_optimum():
     unseeded = fast.search(SearchSpace(space, predict, axes=AXES), ev, Budget(),
                            make_options(fast, {"patience": 2}))
     assert unseeded.trials == math.floor(0.08 * len(space))  # no seed: the cap stands
+
+
+def test_hints_name_the_next_chunk_and_change_no_choice():
+    """The fast strategy hints, with each chunk, the chunk after it if this one changes nothing:
+    configs not measured yet, some of which the next chunk does ask for (on the H200 replays of
+    benchmarks/tune_replay.py, 41% of them); the search measures the same configs either way."""
+    fast = get_strategy("fast")
+    fake = FakeTarget(seed=6, grid="distinct")
+    space = tuple(c for c in fake.space(EP8) if fake.fit_reason(c, EP8) is None)
+    dev = Device.from_gpu(get_gpu("h200"), "bf16")
+
+    def predict(c):
+        return predict_us(c, EP8, 64, dev, fake.smem_bytes(c, EP8))
+
+    def run(hint):
+        calls = []
+
+        def ev(configs):
+            calls.append(list(configs))
+            return [Ok(fake.time_us(c, EP8, 64)) for c in configs]
+        found = fast.search(SearchSpace(space, predict, axes=AXES, hint=hint), ev, Budget())
+        return [c for c, _ in found.measured], calls
+
+    hints: list[list] = []
+    measured, calls = run(hints.append)
+    assert measured == run(None)[0]
+    assert len(hints) == len(calls) - 1  # every chunk after the first call (top and seeds)
+    used = 0
+    for i, hint in enumerate(hints):  # given with calls[i + 1], before calls[i + 2]
+        assert 0 < len(hint) <= 8 and not set(hint) & {c for call in calls[:i + 2] for c in call}
+        used += len(set(hint) & set(calls[i + 2])) if i + 2 < len(calls) else 0
+    assert used > 0

@@ -1,6 +1,6 @@
 """How a search's configs get measured: journal first, then compile (CPU pool) -> run (GPU pool)
-per config on its own thread; idle compile workers prefetch the configs the performance model
-ranks highest; `quiet()` holds every compile back (prefetches, and the searches of other GEMMs
+per config on its own thread; idle compile workers compile ahead (prefetch.py: the configs a search
+says it may ask for next, then those the performance model ranks highest); `quiet()` holds every compile back (prefetches, and the searches of other GEMMs
 running side by side) while finalists are re-timed, so no compile shares the host with a timing
 that a host-side launch could spoil. A search's timings only rank configs (its best few are
 re-timed in quiet), so they use the target's shorter `probe` timing.
@@ -16,6 +16,7 @@ from typing import Any
 
 from tilefit.tune import perfmodel
 from tilefit.tune.journal import Journal
+from tilefit.tune.prefetch import Prefetcher
 from tilefit.tune.report import ModelBug
 from tilefit.tune.results import DoesNotFit, LaunchFailed, Ok, Result, describe
 from tilefit.tune.targets.base import TuneShape
@@ -44,18 +45,15 @@ class Evaluator:
         self._lock = threading.Lock()
         self._compiling: dict[tuple[str, Any], Future[Result]] = {}
         spare = compile_pool.size - RESERVED_COMPILE_WORKERS
-        self._prefetcher = ThreadPoolExecutor(max_workers=spare) if spare > 0 else None
-        self._prefetched: dict[str, list[Future[Any]]] = {}  # by shape key
+        self._prefetcher = Prefetcher(spare, self.compiled) if spare > 0 else None
         self._gate = threading.Condition()
         self._quiet = False
         self._retiming = threading.Lock()  # one re-timing at a time
         self._running = 0  # compiles in flight
 
     def close(self) -> None:
-        for key in list(self._prefetched):
-            self._stop(key)
         if self._prefetcher is not None:
-            self._prefetcher.shutdown(wait=True)
+            self._prefetcher.close()
         self._lanes.shutdown(wait=True)
 
     @property
@@ -66,16 +64,17 @@ class Evaluator:
     def prefetch(self, shape: TuneShape, configs: Sequence[Any]) -> None:
         """Compile `configs` in the background on the spare compile workers (none: a no-op)."""
         if self._prefetcher is not None:
-            self._prefetched.setdefault(shape.key(), []).extend(
-                self._prefetcher.submit(self.compiled, shape, c) for c in configs)
+            self._prefetcher.add(shape, configs)
+
+    def hint(self, shape: TuneShape, configs: Sequence[Any]) -> None:
+        """A search's next configs, compiled before any prefetch list (replaces its last hint)."""
+        if self._prefetcher is not None:
+            self._prefetcher.hint(shape, configs)
 
     def stop_prefetch(self, shape: TuneShape) -> None:
         """Drop `shape`'s prefetches not started yet (those running finish and are journaled)."""
-        self._stop(shape.key())
-
-    def _stop(self, key: str) -> None:
-        for f in self._prefetched.pop(key, []):
-            f.cancel()
+        if self._prefetcher is not None:
+            self._prefetcher.drop(shape)
 
     @contextmanager
     def quiet(self) -> Iterator[None]:

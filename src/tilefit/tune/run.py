@@ -60,6 +60,7 @@ class TuneRequest:
     ray: Any = None  # a ray_executor.RayOptions: the same requests on a Ray cluster, not here
     figures: DeviceFigures | None = None  # the local GPU's figures (tune/device.py); else `gpu`
     prefetch: float = PREFETCH  # fraction of each GEMM's fitting configs precompiled by idle workers
+    hints: bool = True  # idle workers also compile what a search says it may ask for next
     finalists: int = FINALISTS  # best configs of each search re-timed in quiet
     rounds: int = ROUNDS  # re-timing rounds (0: pick by the search's own timings)
     drop: float = DROP  # finalists this far behind after a round stop (0: all run every round)
@@ -261,10 +262,15 @@ class _Run:
         # Configs this job already tried at other batch sizes are compiled: cheap to time. (The
         # run's own history, not the journal's, so a resumed run retraces the same searches.)
         warm = frozenset(self.tried.setdefault(shape.key(), set()))
+        # The strategy's hints (its next configs) compile on the spare workers while it waits.
+        hint = None if not (self.req.hints and self.evaluator.can_prefetch) else \
+            (lambda cs: self.evaluator.hint(shape, cs))
         space_now = SearchSpace(configs, model.at(batch), seeds, warm=warm, baseline=default,
-                                axes=self.target.config_space.axes)
+                                axes=self.target.config_space.axes, hint=hint)
         result = self.strategy.search(space_now, evaluate, Budget(self.req.trials, per_search),
                                       self.options)
+        if hint is not None:
+            hint([])  # the search is over: what it hinted last is not needed
         self.tried[shape.key()].update(c for c, _ in result.measured)
         search_s = time.monotonic() - t0
         groups: list[tuple[str, Sequence[tuple[Any, Result | None]]]] = [

@@ -27,6 +27,9 @@ class SearchSpace:
     warm: frozenset[Any] = frozenset()  # configs already compiled (cheap to time)
     baseline: Any = None  # the target's default config: measured first, so no pick is slower
     axes: tuple[str, ...] = ()  # config attributes, each an ordered grid axis
+    # Configs the strategy may ask for next: compiled ahead where workers are free (a scheduling
+    # hint; what it is told changes no result).
+    hint: Callable[[Sequence[Any]], None] | None = None
 
 
 @dataclass(slots=True)

@@ -149,12 +149,14 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
             near += [n for n in _neighbours(c, axes, values, index) if n not in t.results]
         near = sorted(dict.fromkeys(near), key=score)
         half = max(1, opts.chunk // 2)
-        pick = near[:half]
-        chosen = set(pick)
-        for c in sorted((c for c in configs if c not in t.results and c not in chosen), key=score):
-            if len(pick) >= opts.chunk:
-                break
-            pick.append(c)
+        anywhere = sorted((c for c in configs if c not in t.results and c not in near[:half]),
+                          key=score)
+        pick = near[:half] + anywhere[:opts.chunk - len(near[:half])]
+        if space.hint is not None:
+            # The chunk after this one if this one changes nothing: compiled meanwhile, it is
+            # warm when asked for (a hint: it changes no choice).
+            rest = [c for c in anywhere if c not in pick]
+            space.hint(near[half:2 * half] + rest[:opts.chunk - len(near[half:2 * half])])
         if not t.measure(pick):
             break
         stale = 0 if t.best()[1] < before / (1.0 + opts.min_gain) else stale + 1
