@@ -33,6 +33,24 @@ def test_triton_single_config_that_does_not_fit_exits_1(cli):
     assert row["fits"] is False and row["smem_bytes"] > 101376 and row["margin_bytes"] < 0
 
 
+def test_triton_fp8_block_takes_the_narrow_tiles_with_recorded_figures(cli):
+    """BLOCK_SIZE_N 32/64 and BLOCK_SIZE_K 64 are on the fp8-block grid (the kernel reads the weight
+    scale per column and the K scale per step): exact figures, not extrapolations."""
+    import json
+    from importlib import resources
+
+    table = json.loads((resources.files("tilefit.kernels.triton_moe") / "data" /
+                        "oracle_triton-3.6.0.json").read_text())["entries"]
+    r = cli("fit", "--family", "triton-moe", "--gpu", "h200", "--dtype", "fp8-block",
+            "--config", "16,32,64,1,4,5", "--config", "16,64,128,1,4,4", "--json")
+    assert r.code == 0, r.err
+    got = {tuple(row["config"].values()): row["smem_bytes"] for row in r.json()}
+    assert got == {(16, 32, 64, 1, 4, 5): table["sm90/fp8-block/16,32,64,4,5"],
+                   (16, 64, 128, 1, 4, 4): table["sm90/fp8-block/16,64,128,4,4"]}
+    every = cli("fit", "--family", "triton-moe", "--gpu", "h200", "--dtype", "fp8-block", "--json").json()
+    assert len(every) == 1920 and sum(not row["fits"] for row in every) == 224
+
+
 def test_cutlass_sm120_nvfp4_lists_every_tactic_and_marks_failures(cli):
     rows = cli("fit", "--family", "flashinfer-cutlass", "--gpu", "rtx-pro-6000", "--dtype", "nvfp4", "--json").json()
     over = [r for r in rows if r["status"] == "exceeds-smem"]
