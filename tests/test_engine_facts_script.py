@@ -101,3 +101,20 @@ def test_block_fp8_tile_readers_and_runs_as_tuned_agree(tmp_path, engine, clamp,
     assert tilefit_side.SAYS[fact]("0.33.0" if engine == "vllm" else "0.5.23") == says
     _write(tmp_path, rel, "accumulator += tl.dot(a, b)\n")  # no block-scaled path: absent
     assert (vllm if engine == "vllm" else sglang).facts(tmp_path)[fact] == "absent"
+
+
+def test_swap_ab_readers_and_swaps_ab_agree(tmp_path):
+    # vllm 0.33.0 fused_moe/utils.py l.706-711; sglang 0.5.23 fused_moe_triton_kernels.py l.62-69.
+    _write(tmp_path, "vllm/model_executor/layers/fused_moe/utils.py",
+           "def enable_swap_ab(BLOCK_SIZE_M: int, BLOCK_SIZE_N: int) -> bool:\n    return (\n"
+           "        current_platform.is_device_capability(90)\n        and BLOCK_SIZE_M < 64\n"
+           "        and BLOCK_SIZE_N >= 64\n    )\n")
+    _write(tmp_path, "sglang/kernels/ops/moe/fused_moe_triton_kernels.py",
+           "def should_enable_swap_ab(\n    BLOCK_SIZE_M: int,\n    BLOCK_SIZE_N: int,\n) -> bool:\n"
+           "    return is_sm90_supported() and BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64\n")
+    for engine, reader, version in (("vllm", vllm, "0.33.0"), ("sglang", sglang, "0.5.23")):
+        fact = f"{engine}: fp8 swap-AB path of the Triton fused-MoE kernel"
+        assert reader.facts(tmp_path)[fact] == "sm90, BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64"
+        assert tilefit_side.SAYS[fact](version) == reader.facts(tmp_path)[fact]
+    assert tilefit_side.SAYS["vllm: fp8 swap-AB path of the Triton fused-MoE kernel"]("0.24.0") == "absent"
+    assert vllm.facts(tmp_path / "none")["vllm: fp8 swap-AB path of the Triton fused-MoE kernel"] == "absent"

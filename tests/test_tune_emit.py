@@ -134,3 +134,24 @@ def test_emission_replaces_a_pick_the_engine_would_not_run_as_tuned():
     rows[("gemm1", 4096)] = _row("gemm1", 4096, wide, [(wide, 90.0)])
     with pytest.raises(UsageError, match="no re-timed finalist"):
         _engine_picks(_RunsAsTuned(get_engine("vllm"), "fp8-block"), winners, rows)
+
+
+def test_swap_ab_caveat_names_the_batches_the_engine_runs_as_b_times_a():
+    """vLLM >= 0.25.0 and SGLang 0.5.10-0.5.23 swap A and B for fp8 tiles with BLOCK_SIZE_M < 64
+    and BLOCK_SIZE_N >= 64 on sm90 (vllm fused_moe/utils.py enable_swap_ab; sglang
+    fused_moe_triton_kernels.py should_enable_swap_ab); tilefit's kernel never does."""
+    from tilefit.engines import get_engine
+    from tilefit.hw.catalog import get_arch
+    from tilefit.kernels.triton_moe.config import MoEConfig
+    from tilefit.tune.emit import _swap_ab_caveat
+
+    picks = {1: MoEConfig(16, 64, 128, 1, 4, 4), 16: MoEConfig(16, 32, 128, 1, 4, 4),
+             4096: MoEConfig(128, 128, 128, 16, 8, 3)}
+    down = {64: MoEConfig(32, 128, 128, 1, 4, 3)}
+    for engine in ("vllm", "sglang"):
+        e = get_engine(engine)
+        line = _swap_ab_caveat(e, "fp8-block", get_arch("sm90"), [picks, down])
+        assert "batch sizes 1, 64 were timed" in line and e.title in line
+        assert _swap_ab_caveat(e, "bf16", get_arch("sm90"), [picks, down]) == ""  # fp8 only
+        assert _swap_ab_caveat(e, "fp8-block", get_arch("sm120"), [picks, down]) == ""  # sm90 only
+        assert _swap_ab_caveat(e, "fp8", get_arch("sm90"), [picks]) != ""  # per-tensor fp8 too

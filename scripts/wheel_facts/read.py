@@ -52,3 +52,12 @@ def block_fp8_tiles(kernel: str, clamped: bool) -> str:
         return ABSENT
     wide = "runs as 128" if clamped else "one scale per step (wrong)"
     return f"BLOCK_SIZE_N 32/64, BLOCK_SIZE_K 64: as tuned; BLOCK_SIZE_K 256: {wide}"
+
+
+def swap_ab(source: str, fn: str, arch_check: str) -> str:
+    """The fp8 swap-AB condition of a fused-MoE launcher, if `fn` in `source` reads as
+    `<arch_check> and BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64`."""
+    body = block_after(source, f"def {fn}(", 400)
+    if arch_check in body and "BLOCK_SIZE_M < 64" in body and "BLOCK_SIZE_N >= 64" in body:
+        return "sm90, BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64"
+    return ABSENT

@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from wheel_facts.pins import pin
-from wheel_facts.read import ABSENT, block_fp8_tiles, env_default, grep_tree, text
+from wheel_facts.read import ABSENT, block_fp8_tiles, env_default, grep_tree, swap_ab, text
 
 SRT = "sglang/srt/"
 FF_ENV = "SGLANG_FLASHINFER_MOE_FUSED_FINALIZE"
@@ -35,6 +35,8 @@ def facts(root: Path) -> dict[str, str]:
                                                        "present"),
         "sglang: pinned flashinfer-python": pin(root) or ABSENT,
         "sglang: block-fp8 tiles of the Triton fused-MoE kernel": _block_fp8(root),
+        "sglang: fp8 swap-AB path of the Triton fused-MoE kernel": swap_ab(
+            text(root, *_KERNEL), "should_enable_swap_ab", "is_sm90_supported()"),
     }
 
 

@@ -223,6 +223,23 @@ def block_fp8_tiles(engine: str) -> Callable[[str], str]:
     return says
 
 
+def swap_ab(engine: str) -> Callable[[str], str]:
+    """Engine.swaps_ab's condition at `version`, probed at its edges on sm90 and sm120."""
+    def says(version: str) -> str:
+        from tilefit.engines import get_engine
+        from tilefit.kernels.triton_moe.config import MoEConfig
+
+        e = get_engine(engine)
+        if e.swap_ab_since is None or _v(version) < _v(e.swap_ab_since):
+            return ABSENT
+        probe = {(bm, bn, arch): e.swaps_ab(MoEConfig(bm, bn, 128, 1, 4, 3).as_dict(), "fp8-block", arch)
+                 for bm in (32, 64) for bn in (32, 64) for arch in ("sm90", "sm120")}
+        if [k for k, on in probe.items() if on] == [(32, 64, "sm90")]:
+            return "sm90, BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64"
+        return "other: " + ", ".join(f"{k}" for k, on in probe.items() if on)
+    return says
+
+
 SAYS: dict[str, Callable[[str], str]] = {
     "sglang: NVFP4 MoE on SM120, --moe-runner-backend auto": sglang_nvfp4,
     "sglang: fused-finalize switch default": sglang_finalize,
@@ -243,6 +260,8 @@ SAYS: dict[str, Callable[[str], str]] = {
     "vllm: triton_version key of a tuned file": vllm_version_key,
     "vllm: block-fp8 tiles of the Triton fused-MoE kernel": block_fp8_tiles("vllm"),
     "sglang: block-fp8 tiles of the Triton fused-MoE kernel": block_fp8_tiles("sglang"),
+    "vllm: fp8 swap-AB path of the Triton fused-MoE kernel": swap_ab("vllm"),
+    "sglang: fp8 swap-AB path of the Triton fused-MoE kernel": swap_ab("sglang"),
     "flashinfer: FLASHINFER_TACTICS_BLOCKLIST": fi_blocklist,
     "flashinfer: gemm2 list follows use_fused_finalize": fi_switch,
     "flashinfer: FINALIZE tactics on": fi_finalize_archs,

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from wheel_facts.pins import pin
-from wheel_facts.read import ABSENT, block_after, block_fp8_tiles, grep_tree, text
+from wheel_facts.read import ABSENT, block_after, block_fp8_tiles, grep_tree, swap_ab, text
 
 MOE = "vllm/model_executor/layers/fused_moe/"
 
@@ -24,6 +24,8 @@ def facts(root: Path) -> dict[str, str]:
         "vllm: pinned flashinfer-python": pin(root) or ABSENT,
         "vllm: triton_version key of a tuned file": _version_key(root),
         "vllm: block-fp8 tiles of the Triton fused-MoE kernel": _block_fp8(root),
+        "vllm: fp8 swap-AB path of the Triton fused-MoE kernel": swap_ab(
+            text(root, MOE + "utils.py"), "enable_swap_ab", "is_device_capability(90)"),
         "vllm: default-config warning": (
             "present" if grep_tree(root, MOE, "Using default MoE config. Performance might be "
                                              "sub-optimal") else ABSENT),

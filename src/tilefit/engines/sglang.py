@@ -158,6 +158,11 @@ class Sglang(TritonEngine):
                        version: tuple[int, int, int], arch: Arch) -> tuple[dict[str, int], str, str]:
         return _default(M, E, dtype, block, version, arch)
 
+    # should_enable_swap_ab (is_sm90_supported: compute capability 9.x with CUDA >= 12.3;
+    # BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64), taken for use_fp8_w8a8 in invoke_fused_moe_kernel:
+    # sglang 0.5.10-0.5.23 wheels (0.5.23 fused_moe_triton_kernels.py l.62-69); absent in 0.4.10.
+    swap_ab_since = "0.5.10"
+
     def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
         """fused_moe_kernel loads one scale per K step, at k_start // group_k, and nothing clamps
         BLOCK_SIZE_K (fused_moe_triton_kernels.py, sglang 0.5.10-0.5.23 wheels, 0.5.23 line 591;

@@ -231,6 +231,19 @@ class TritonEngine(TableEngine):
         """What the engine's kernel does with a BLOCK_SIZE_K wider than the scale block."""
         raise NotImplementedError
 
+    # The first version read whose fp8 kernel computes a tile with BLOCK_SIZE_M < 64 and
+    # BLOCK_SIZE_N >= 64 on sm90 as B x A (a swap-AB path tilefit's kernel does not have); None:
+    # no such path in the versions read.
+    swap_ab_since: str | None = None
+
+    def swaps_ab(self, config: Mapping[str, int], weight_dtype: str, arch: Arch | str) -> bool:
+        """Whether the engine runs `config` through its swap-AB path: same result, another
+        kernel, so a timing of tilefit's kernel does not carry over exactly."""
+        dtype, _block = engine_dtype(weight_dtype)
+        return (self.swap_ab_since is not None and dtype == "fp8_w8a8"
+                and check_arch(arch).cc[0] == 9 and int(config["BLOCK_SIZE_M"]) < 64
+                and int(config["BLOCK_SIZE_N"]) >= 64)
+
     def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
                           triton_version: str | None = None,
                           config_dir: str | os.PathLike[str] | None = None,

@@ -97,6 +97,11 @@ class Vllm(TritonEngine):
                        version: tuple[int, int, int], arch: Arch) -> tuple[dict[str, int], str, str]:
         return _default(M, E, dtype, block, version)
 
+    # fused_moe/utils.py enable_swap_ab (is_device_capability(90), BLOCK_SIZE_M < 64,
+    # BLOCK_SIZE_N >= 64), taken for use_fp8_w8a8 in invoke_fused_moe_triton_kernel: vllm 0.25.0-
+    # 0.33.0 wheels (0.33.0 utils.py l.706, fused_moe.py l.788); absent in 0.24.0.
+    swap_ab_since = "0.25.0"
+
     def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
         """invoke_fused_moe_kernel sets BLOCK_SIZE_K = min(BLOCK_SIZE_K, min(block_shape)) before
         the launch (fused_moe.py, vllm 0.9.0-0.33.0 wheels; 0.11.0 line 616, 0.33.0 line 844)."""

@@ -75,6 +75,10 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
             progress("warning", {"message": f"--emit {engine}: {line}"})
         if swapped:
             how += "; replaced, as the engine would not run them as tuned: " + "; ".join(swapped)
+        caveat = _swap_ab_caveat(runs.engine, layer.dtype, getattr(target, "arch", None),
+                                 [gemm1, gemm2 or {}])
+        if caveat:
+            how += "; " + caveat
         paths = get_engine(engine).write_tuned_configs(
             Path(req.out_dir) / engine, E=layer.experts, N=layer.width,
             device_name=req.device_name, weight_dtype=layer.dtype,  # the engines' names
@@ -123,6 +127,21 @@ def _engine_picks(runs: _RunsAsTuned, winners: dict[str, dict[int, Any]],
             out[gemm][batch] = alt
             swapped.append(f"{gemm} batch {batch}: {pick.label()} -> {alt.label()} ({why})")
     return out, swapped
+
+
+def _swap_ab_caveat(engine: Any, dtype: str, arch: Any, per_gemm: list[dict[int, Any]]) -> str:
+    """A line naming the batch sizes whose written config the engine runs through its swap-AB
+    path (Engine.swaps_ab), which tilefit's kernel does not have; '' when none (or arch unknown)."""
+    if arch is None:
+        return ""
+    batches = sorted({b for picks in per_gemm for b, c in picks.items()
+                      if engine.swaps_ab(c.as_dict(), dtype, arch)})
+    if not batches:
+        return ""
+    return (f"{engine.title} >= {engine.swap_ab_since} computes fp8 tiles with BLOCK_SIZE_M < 64 "
+            f"and BLOCK_SIZE_N >= 64 on {arch.name} as B x A (swap-AB), which tilefit's kernel "
+            f"does not: the configs for batch sizes {', '.join(map(str, batches))} were timed "
+            f"without it")
 
 
 def _retimed(evaluator: Any, shape: TuneShape, batch: int, configs: list[Any],
