@@ -1,7 +1,9 @@
 """The fp8-block kernel (e4m3, 128x128 weight scales, per-token-per-128 activation scales) on a GPU,
 over every BLOCK_SIZE_N x BLOCK_SIZE_K pair of its grid: BLOCK_SIZE_N 32/64 read the scale of their
 128-wide group per column, BLOCK_SIZE_K 64 takes one dot per step inside a scale group, 128/256
-one dot per group. Each is compared with float32 math on the dequantised operands.
+one dot per group. Each is compared with float32 math on the dequantised operands. A config the
+shared-memory model says does not fit (64x256x256 at 3 stages on sm90) must be refused by the JIT
+for exactly the model's bytes; it then runs at 2 stages.
 
 The interpreter (tests/test_triton_kernel.py) has no fp8: these run only where CUDA is.
 """
@@ -9,6 +11,7 @@ The interpreter (tests/test_triton_kernel.py) has no fp8: these run only where C
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -43,14 +46,29 @@ def _case(seed: int):
 @pytest.mark.parametrize("block_m", [16, 64])
 @pytest.mark.parametrize("block_n,block_k", PAIRS)
 def test_fp8_block_grouped_gemm_matches_dequantised_reference(block_m, block_n, block_k):
+    from triton.runtime.errors import OutOfResources
+
+    from tilefit.hw.catalog import arch_for_cc
+    from tilefit.kernels.triton_moe import FAMILY, smem
     from tilefit.kernels.triton_moe.align import moe_align
     from tilefit.kernels.triton_moe.ops import dequantize, grouped_gemm, reference_grouped_gemm
 
     a, a_s, b, b_s, ids = _case(block_n * 1000 + block_k)
-    cfg = MoEConfig(block_m, block_n, block_k, 1, 4, 3)
     c = torch.full((T * TOPK, N), float("nan"), dtype=torch.bfloat16, device="cuda")
-    grouped_gemm(a, b, c, moe_align(ids, E, block_m), cfg, a_rows_per_token=TOPK,
-                 a_scale=a_s, b_scale=b_s)
+    align = moe_align(ids, E, block_m)
+    arch = arch_for_cc(*torch.cuda.get_device_capability())
+    deep = MoEConfig(block_m, block_n, block_k, 1, 4, 3)
+    fitting = [s for s in (3, 2) if arch is None
+               or FAMILY.verdict(replace(deep, num_stages=s), arch, "fp8-block").fits]
+    if 3 not in fitting:
+        # e.g. 64x256x256 at 3 stages on sm90: the JIT refuses it for the bytes the model says
+        with pytest.raises(OutOfResources) as refused:
+            grouped_gemm(a, b, c, align, deep, a_rows_per_token=TOPK, a_scale=a_s, b_scale=b_s)
+        assert refused.value.required == smem.total_bytes(deep, arch, "fp8-block")
+    if not fitting:
+        pytest.skip(f"{deep.label()} does not fit {arch.name} even at 2 stages")
+    cfg = replace(deep, num_stages=fitting[0])
+    grouped_gemm(a, b, c, align, cfg, a_rows_per_token=TOPK, a_scale=a_s, b_scale=b_s)
     ref = reference_grouped_gemm(dequantize(a, a_s, 1, 128), dequantize(b, b_s, 128, 128), ids,
                                  a_rows_per_token=TOPK)
     assert torch.isfinite(c).all()
