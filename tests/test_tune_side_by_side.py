@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from tilefit.tune.evaluator import Evaluator
 from tilefit.tune.journal import Journal, read_entries
 from tilefit.tune.results import Ok
@@ -91,3 +93,26 @@ def test_a_retiming_holds_back_the_other_searchs_compiles(tmp_path):
     assert not [s for s in pool.spans if s[1] > entered and s[0] < left]
     assert len(pool.spans) == 24  # the search went on after the quiet block
     assert all(isinstance(j.lookup("fake", other.key(), 16, c), Ok) for c in configs)
+
+
+def test_a_job_that_fails_stops_the_other_at_its_next_search(tmp_path, monkeypatch):
+    """gemm2's first search raises; gemm1 must not go on through its batch sizes."""
+    import tilefit.tune.run as run_mod
+
+    started = []
+    original = run_mod._Run.batch
+
+    def batch(self, shape, b, *args):
+        started.append((shape.gemm, b))
+        if shape.gemm == "gemm2":
+            raise RuntimeError("boom")
+        time.sleep(0.2)
+        return original(self, shape, b, *args)
+
+    monkeypatch.setattr(run_mod._Run, "batch", batch)
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=5, grid="distinct")
+    req = TuneRequest(spec, (LAYER,), (1, 2, 4, 8, 16, 32, 64, 128), tmp_path, "h200", "NVIDIA H200",
+                      compile_workers=2, rounds=1)
+    with pytest.raises(RuntimeError, match="boom"):
+        tune(req)
+    assert len([s for s in started if s[0] == "gemm1"]) <= 3

@@ -15,7 +15,7 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,6 +185,11 @@ class _Run:
             pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="tilefit-job")
             futures = [pool.submit(self.job, layer, job, winners) for job in jobs]
             try:
+                finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
+                for f in finished:  # a job that failed stops the other now, not at its end
+                    error = f.exception()
+                    if error is not None:
+                        raise error
                 done = [f.result() for f in futures]
             finally:
                 self.stopping.set()  # the other job stops at its next search (an error, Ctrl-C)
