@@ -27,7 +27,7 @@ from typing import Any
 
 from tilefit.tune.targets.registry import STANDARD_BATCHES as STANDARD
 from tilefit.tune.run import JOURNAL as JOURNAL_NAME
-from tune_results import layer_shape, refloor, summarize  # benchmarks/: the script's own folder
+from tune_results import layer_shape, paired_over, rebuild, refloor, summarize  # benchmarks/
 
 CHECKED = (1, 64, 1024, 4096)
 CHECK_ROUNDS = 5  # the check's rounds (every one for every config): as in session 4, whatever the run's
@@ -76,9 +76,11 @@ def _request(args: argparse.Namespace, layer: Any, out: Path, retime_ms: tuple[f
     else:
         import torch
 
+        # The check's budget (retime_ms) times graphs and events alike, as session 4 did.
         warmup_ms, rep_ms = retime_ms or (args.warmup_ms, args.rep_ms)
+        graph_ms = warmup_ms + rep_ms if retime_ms else args.graph_ms
         spec = TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu=args.gpu,
-                             warmup_ms=warmup_ms, rep_ms=rep_ms,
+                             warmup_ms=warmup_ms, rep_ms=rep_ms, graph_ms=graph_ms,
                              probe_warmup_ms=args.probe_warmup_ms, probe_rep_ms=args.probe_rep_ms,
                              graph_max_batch=args.graph_max_batch)
         devices = tuple(range(torch.cuda.device_count()))[: args.gpus or None]
@@ -189,6 +191,10 @@ def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None,
             row["pick_in_sweep_us"] = mine.median_us if mine else None
             row["pick_over_exhaustive"] = (mine.median_us / best.median_us
                                            if mine and best and best.median_us > 0 else None)
+            if recorded is not None and mine is not None:  # every config ran every round
+                row["pick_over_exhaustive_paired"] = paired_over(
+                    list(mine.rounds_us), [list(f.rounds_us) for f in check.finalists
+                                           if f.config in swept])
         if (args.grouped_mm and args.target != "fake" and args.dtype == "bf16"
                 and r.batch in GROUPED_MM_AT):
             gm = grouped_mm_us(layer.with_gemm(r.job), r.batch, args.graph_max_batch)
@@ -286,10 +292,12 @@ def main() -> None:
     p.add_argument("--cold-cache", action="store_true",
                    help="a fresh Triton cache for each fast run, so its compiles count in full")
     p.add_argument("--compile-workers", type=int, default=None)
-    # The fast run's re-timing budget; the check (--against) keeps session 4's 5+25 ms, so the
+    # The fast run's re-timing budgets (do_bench at large batches, graph replays up to
+    # --graph-max-batch); the check (--against) keeps session 4's 5+25 ms for both, so the
     # pick's quality is judged as before.
-    p.add_argument("--warmup-ms", type=float, default=2.0)
-    p.add_argument("--rep-ms", type=float, default=10.0)
+    p.add_argument("--warmup-ms", type=float, default=5.0)
+    p.add_argument("--rep-ms", type=float, default=25.0)
+    p.add_argument("--graph-ms", type=float, default=12.0)
     p.add_argument("--check-warmup-ms", type=float, default=5.0)
     p.add_argument("--check-rep-ms", type=float, default=25.0)
     p.add_argument("--probe-warmup-ms", type=float, default=1.0,
@@ -302,7 +310,13 @@ def main() -> None:
     p.add_argument("--tag", default="v3")
     p.add_argument("--summarize", nargs="+", metavar="JSON")
     p.add_argument("--refloor", nargs="+", metavar="JSON")
+    p.add_argument("--rebuild", metavar="WORK", help="write the result file of a finished run from "
+                   "its --work folder (with --layouts, --dtype, --against, --tag); no GPU")
     args = p.parse_args()
+    if args.rebuild:
+        for layout in args.layouts.split(","):
+            print(_write(args, layout, rebuild(args.rebuild, layout, args.dtype, args.against, args.tag)))
+        return
     if args.refloor:
         for path in args.refloor:
             refloor(path)

@@ -1,6 +1,6 @@
 """bench_tune.py's result files, read and rewritten with no GPU: the GLM-5 layer a result's layout
-names, `--refloor` (floors recomputed from the timed routing draw) and `--summarize` (the markdown
-tables of benchmarks/RESULTS.md). Kept apart from the runs, which need the GPU.
+names, `--refloor` (floors recomputed from the timed routing draw), `--summarize` (the markdown
+tables of benchmarks/RESULTS.md) and `--rebuild` (a result file from a run's work folder). Kept apart from the runs, which need the GPU.
 """
 
 from __future__ import annotations
@@ -81,3 +81,61 @@ def summarize(paths: list[str]) -> str:
                        f"{f(r.get('grouped_mm_us'))} | {f(r.get('speedup_over_grouped_mm'))} |")
         out.append("")
     return "\n".join(out)
+
+
+def paired_over(mine: list[float], others: list[list[float]]) -> float | None:
+    """The pick against each of `others` in the rounds both ran (the median of the per-round
+    ratios: a GPU that runs slower in later rounds slows both alike), the worst of them."""
+    import statistics
+
+    ratios = [statistics.median(a / b for a, b in zip(mine, o) if a and b) for o in others
+              if any(a and b for a, b in zip(mine, o))]
+    return max(ratios) if ratios else None
+
+
+def rebuild(work: str, layout: str, dtype: str, against: str, tag: str) -> dict[str, Any]:
+    """A bench_tune result file from a run's work folder (`--work`: LAYOUT/fast and LAYOUT/check,
+    each with its journal and tune_summary.json), for a run whose result file did not come back
+    from the GPU host. The check's picks are judged as bench_tune's --against does."""
+    from bench_tune import recorded_best  # benchmarks/: the script's own folder
+    from tilefit.tune.journal import active_seconds, read_entries
+    from tilefit.tune.targets.base import MOE_SPACE
+
+    root = Path(work) / layout
+    fast = json.loads((root / "fast" / "tune_summary.json").read_text())
+    check = json.loads((root / "check" / "tune_summary.json").read_text())
+    checked = sorted({r["batch"] for r in check["rows"]})
+    sweep = Path(against) / f"{layout}_{dtype.replace('-block', '')}_exhaustive.jsonl.gz"
+    best = {k: {c.label() for c in cs} for k, cs in recorded_best(sweep, tuple(checked)).items()}
+    by_check = {(r["job"], r["batch"]): r for r in check["rows"]}
+    rows = []
+    for r in fast["rows"]:
+        row = dict(r)
+        c = by_check.get((r["job"], r["batch"]))
+        if c is not None and r["config"] is not None:
+            mine = next((f for f in c["finalists"] if f["config"] == r["config"]), None)
+            swept = [f for f in c["finalists"] if f["config"] in best.get((r["job"], r["batch"]), ())]
+            top = min(swept, key=lambda f: f["median_us"], default=None)
+            row["exhaustive_best_config"] = top["config"] if top else None
+            row["exhaustive_best_us"] = top["median_us"] if top else None
+            row["pick_in_sweep_us"] = mine["median_us"] if mine else None
+            row["pick_over_exhaustive"] = (mine["median_us"] / top["median_us"]
+                                           if mine and top else None)
+            row["pick_over_exhaustive_paired"] = paired_over(
+                mine["rounds_us"], [f["rounds_us"] for f in swept]) if mine else None
+        rows.append(row)
+    journal = root / "fast" / "journal.jsonl"
+    compiles = sum(1 for e in read_entries(journal, MOE_SPACE.from_dict) if e.batch is None)
+    out = {"layout": layout, "dtype": dtype, "target": "tilefit", "device_name": fast["device"]
+           if isinstance(fast.get("device"), str) else "NVIDIA H200",
+           "shape": layer_shape(layout, dtype).as_dict(), "ceilings": fast.get("ceilings"),
+           "fast_wall_s": fast["wall_s"], "fast_s": active_seconds(journal),
+           "fast_compiles": compiles, "model_bugs": fast["model_bugs"] + check["model_bugs"],
+           "worker_restarts": fast["worker_restarts"] + check["worker_restarts"],
+           "checked": checked, "rows": rows,
+           "timing": "finalists re-timed in quiet, median of the rounds; batches <= 256: CUDA-graph "
+                     "replays over weight copies touching 4x the L2 size per pass; larger: do_bench "
+                     "(CUDA events per launch, L2 cleared)",
+           "checked_against": f"the recorded sweep's best 4 configs per row ({against})",
+           "rebuilt_from": f"{tag}: the run's work folder (tune_summary.json, journals)"}
+    return out

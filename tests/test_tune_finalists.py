@@ -231,3 +231,19 @@ def test_a_worker_answers_probe_with_run_when_the_target_has_no_probe(tmp_path):
         probed = pool.call("probe", config, LAYER, 16)
         ran = pool.call("run", config, LAYER, 16)
     assert isinstance(probed, Ok) and probed == ran
+
+
+class _EventsAbove64(FakeTarget):
+    """The fake, saying it times batch sizes above 64 with CUDA events (as tilefit's kernel does
+    above the CUDA-graph batch limit)."""
+
+    def timing(self, shape, batch):
+        return "events" if batch > 64 else "cuda-graph"
+
+
+def test_batches_timed_with_events_are_retimed_over_more_rounds(tmp_path):
+    spec = TargetSpec.of(f"{__name__}:_EventsAbove64", seed=11, grid="distinct")
+    report = tune(TuneRequest(spec, (LAYER,), BATCHES, tmp_path, "h200", "NVIDIA H200",
+                              compile_workers=2, rounds=3, drop=0.0))
+    for row in report.rows:
+        assert {len(f.rounds_us) for f in row.finalists} == ({5} if row.batch > 64 else {3})

@@ -22,6 +22,12 @@ Three rounds, not five: on the 288 rows of the eight H200 runs of session 4
 pick the same configs, or configs within 0.66% of them in the rounds both ran (two rows at batch
 4096, where one config's rounds spread 0.7-0.9% around their median), for 58% of the timings.
 Two rounds left four rows beyond 0.5% (worst 1.9%), one round seven.
+
+Five rounds at batch sizes timed with CUDA events (do_bench: the large batches): in session 5's
+H200 runs, on 3 rounds, the same tile with another GROUP_SIZE_M read 4-8% apart from one round to
+the next at batch 4096 (a fast and a slow mode, fp8-block most), and two of those picks read
+1.027-1.070 against the sweep's best in the 5-round check. Session 4 ran 5 rounds there and its
+checks held.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from tilefit.tune.targets.base import TuneShape
 
 FINALISTS = 4  # best configs of each search re-timed
 ROUNDS = 3  # interleaved rounds; the median is kept
+EVENT_ROUNDS = 5  # ... at batch sizes the target times with CUDA events (see above)
 DROP = 0.03  # after each round, finalists whose fastest round is this far behind the lead stop
 
 
