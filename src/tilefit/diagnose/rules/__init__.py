@@ -55,14 +55,25 @@ def _weight(byte: int) -> float:
 
 
 def _anchors(needles: list[bytes]) -> set[int]:
-    """Few rare bytes such that every needle holds one: a greedy weighted set cover, then pruned."""
-    left, chosen = set(needles), set()
+    """Few rare bytes such that every needle holds one: a greedy weighted set cover, then pruned.
+    (Needles as bits of an int per byte: this runs before a reader forks, on every diagnose.)"""
+    unique = sorted(set(needles))
+    holds: dict[int, int] = {}  # byte -> the needles holding it
+    for i, n in enumerate(unique):
+        for b in set(n):
+            holds[b] = holds.get(b, 0) | 1 << i
+    everyone = left = (1 << len(unique)) - 1
+    chosen: set[int] = set()
     while left:
-        best = min({b for n in left for b in n}, key=lambda b: (_weight(b) / sum(b in n for n in left), b))
+        best = min((b for b, m in holds.items() if m & left),
+                   key=lambda b: (_weight(b) / (holds[b] & left).bit_count(), b))
         chosen.add(best)
-        left = {n for n in left if best not in n}
+        left &= ~holds[best]
     for b in sorted(chosen, key=_weight, reverse=True):
-        if all(any(c in n for c in chosen - {b}) for n in needles):
+        covered = 0
+        for c in chosen - {b}:
+            covered |= holds[c]
+        if covered == everyone:
             chosen.discard(b)
     return chosen
 
