@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,10 @@ def test_ranks_interleaved_in_a_run_and_deaths_inside_it_read_alike(tmp_path, se
     for piece in (rnd.randint(3000, 20000), rnd.randint(60_000, 200_000), 1 << 24):
         assert _parallel(path, piece) == serial, piece
     assert (_folded(path, 1 << 24) > 100) == (tag == "logger")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="readers fork on Linux only")
+def test_readers_are_forked_on_linux():
+    """Readers share the main process's modules and compiled rules only when forked (Python 3.14
+    would start them from a fork server by default)."""
+    assert parallel._context().get_start_method() == "fork"

@@ -14,7 +14,9 @@ most two pieces per worker are in flight.
 from __future__ import annotations
 
 import gc
+import multiprocessing
 import os
+import sys
 from collections import deque
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
@@ -278,6 +280,15 @@ class _Replay:
                 self.gated(line, [texts[i][0]], None, texts[i][1])
 
 
+def _context() -> Any:
+    """Readers forked from this process on Linux (Python 3.14 starts them from a fork server
+    instead): they then share its modules and compiled rules, which the memory per reader counts
+    on. Elsewhere the platform's default."""
+    if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
+    return None
+
+
 def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate: Any = None,
               piece: int = PIECE, progress: Any = None) -> tuple[int, int]:
     """Feed the tracker whose bound `process` method is given the lines of `path` that the serial
@@ -291,7 +302,7 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
     replay = _Replay(tracker)
     gc.freeze()  # forked readers then share this process's objects instead of copying them
     try:
-        with ProcessPoolExecutor(max_workers=workers, initializer=_start_worker,
+        with ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_start_worker,
                                  initargs=(rules, tracker.reader)) as ex:
             pending: deque[Future] = deque()
             nxt = taken = 0
