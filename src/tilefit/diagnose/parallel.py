@@ -322,12 +322,11 @@ def scan_file(path: str, process: Any, *, workers: int, detail_lines: int, gate:
     return base, size
 
 
-# Readers by default, at most. Measured on the failure-dense 1 GB log on a 16-core H200 host
-# (benchmarks/RESULTS.md, issue 16), before readers folded as they read and shared the main
-# process's rules: 6 readers 299 MB/s at 58 MB (the process tree's PSS), 8: 410 MB/s, 10: 433,
-# 12: 518 MB/s at 92 MB; a reader added about 5.6 MB. Those two changes took 1.2-1.7 MB off each
-# reader on the 2-core development machine, so 12 readers keep both goals (>= 400 MB/s, < 100 MB)
-# with margin. The main process only merges what readers send: it needs no core of its own.
+# Readers by default, at most. On the failure-dense 1 GB log on a 16-core H200 host
+# (benchmarks/RESULTS.md, issue 16): 10 readers 461-539 MB/s at 66 MB (the process tree's PSS),
+# 12: 536-569 MB/s at 75 MB, 16: 653-683 MB/s at 91-93 MB; a reader adds about 4.5 MB. 12 keep
+# both goals (>= 400 MB/s, < 100 MB) with margin. The main process only merges what readers
+# send: it needs no core of its own.
 MAX_DEFAULT_WORKERS = 12
 
 
