@@ -207,8 +207,7 @@ def check():
 
 
 def draws(ceil):
-    """Why the tune's batch-4096 gemm1 (EP8 bf16, 128x256x64 gm16 w8 s4) read 544 us where this harness
-    read 466 us: same config, tune's data vs ours, tune's launch path vs ours, events vs a graph."""
+    """One config at batch 4096: the tuner's draw vs ours, its launch path vs a bare one, events vs a graph."""
     import subprocess
     from tilefit.kernels.triton_moe.ops import grouped_gemm
     from tilefit.tune.targets.base import TuneShape
@@ -223,9 +222,8 @@ def draws(ceil):
 
     cfg = parse_config("128,256,64,16,8,4")
     for shape_name, gemm in (("EP8", "gemm1"), ("TP8", "gemm2")):
-        e, n1, k1, n2, k2 = SHAPES[shape_name]
-        width = I_FULL if shape_name == "EP8" else I_FULL // 8
-        shape = TuneShape(gemm, e, H, width, TOPK, "bf16", E_ALL)
+        shape = TuneShape(gemm, SHAPES[shape_name][0], H, I_FULL // (1 if shape_name == "EP8" else 8),
+                          TOPK, "bf16", E_ALL)
         tgt = TilefitMoETarget(gpu="h200")
         emit(kind="disc", what="smi-before", smi=smi())
         us_run = tgt.run(cfg, shape, 4096)
@@ -260,11 +258,10 @@ def draws(ceil):
 
 
 def small2(ceil):
-    """fp8-block batch 1: the base kernel (per-group static loop) with BN 32/64 and BK 256."""
-    cfgs = [("base", s) for s in ("16,32,256,1,4,3", "16,32,256,1,4,4", "16,32,256,1,4,5",
-                                         "16,64,256,1,4,3", "16,64,256,1,4,4", "16,64,256,1,4,5",
-                                         "16,32,128,1,4,5", "16,128,256,1,4,3")] + [("small", "16,32,128,1,4,5")]
-    small(ceil, batches=(1, 16), cfgs=cfgs)
+    """fp8-block batches 1 and 16: the product kernel with BN 32/64 and BK 256."""
+    tiles = [f"16,{n},{k},1,4,{st}" for n, k in ((32, 256), (64, 256)) for st in (3, 4, 5)]
+    cfgs = [("base", s) for s in tiles + ["16,32,128,1,4,5", "16,128,256,1,4,3"]]
+    small(ceil, batches=(1, 16), cfgs=cfgs + [("small", "16,32,128,1,4,5")])
 
 
 def persistent(ceil):
