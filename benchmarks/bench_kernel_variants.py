@@ -34,10 +34,9 @@ from tilefit.kernels.triton_moe.align import moe_align
 from tilefit.kernels.triton_moe.config import MoEConfig, parse_config
 from tilefit.kernels.triton_moe.ops import quantize_fp8_blocks, quantize_fp8_groups
 import kernel_variants as kvar
+from bench_triton_kernel import DEV, E_ALL, H, I_FULL, SHAPES, TOPK, routing
+from bench_triton_kernel import problem as bf16_problem
 
-DEV = "cuda"
-H, I_FULL, E_ALL, TOPK = 6144, 2048, 256, 8
-SHAPES = {"EP8": (32, 2 * I_FULL, H, H, I_FULL), "TP8": (256, 2 * I_FULL // 8, H, H, I_FULL // 8)}
 OUT = os.environ.get("OUT", "/tmp")
 LOG = open(os.path.join(OUT, "kbench.jsonl"), "a")
 T0 = time.time()
@@ -49,17 +48,6 @@ def emit(**d):
     LOG.write(json.dumps(d) + "\n")
     LOG.flush()
     print(json.dumps(d), flush=True)
-
-
-def routing(t, e_local, seed=0):
-    while True:
-        g = torch.Generator(device="cpu").manual_seed(seed)
-        ids = torch.stack([torch.randperm(E_ALL, generator=g)[:TOPK] for _ in range(t)])
-        w = torch.rand(t, TOPK, generator=g)
-        ids = torch.where(ids < e_local, ids, torch.full_like(ids, -1))
-        if (ids >= 0).any():
-            return ids.to(DEV), (w / w.sum(1, keepdim=True)).to(DEV)
-        seed += 1
 
 
 def ceilings():
@@ -79,27 +67,15 @@ def ceilings():
 
 
 def problem(shape, gemm, t, fp8):
-    e, n1, k1, n2, k2 = SHAPES[shape]
-    n, k = (n1, k1) if gemm == "gemm1" else (n2, k2)
-    ids, w = routing(t, e)
-    flat = ids.reshape(-1)
-    local = flat >= 0
-    rows = int(local.sum())
-    a_rows = t if gemm == "gemm1" else t * TOPK
-    a = torch.randn(a_rows, k, device=DEV, dtype=torch.bfloat16)
-    b = torch.randn(e, n, k, device=DEV, dtype=torch.bfloat16) * 0.02
-    a_s = b_s = None
-    elem = 2
+    """bench_triton_kernel's bf16 problem, quantised to fp8-block when `fp8` (bytes recounted)."""
+    p = bf16_problem(shape, gemm, t)
+    p.update(arpt=p["a_rows_per_token"], a_s=None, b_s=None)
     if fp8:
-        a, a_s = quantize_fp8_groups(a)
-        b, b_s = quantize_fp8_blocks(b)
-        elem = 1
-    c = torch.empty(t * TOPK, n, device=DEV, dtype=torch.bfloat16)
-    active = int(torch.unique(flat[local]).numel())
-    a_read = int(torch.unique(torch.nonzero(local).reshape(-1) // TOPK).numel()) if gemm == "gemm1" else rows
-    bytes_ = elem * (a_read * k + active * n * k) + 2 * rows * n
-    return dict(e=e, n=n, k=k, ids=ids, w=w.reshape(-1).float(), a=a, b=b, a_s=a_s, b_s=b_s, c=c,
-                rows=rows, bytes=bytes_, flops=2 * rows * n * k, arpt=TOPK if gemm == "gemm1" else 1)
+        p["a"], p["a_s"] = quantize_fp8_groups(p["a"])
+        p["b"], p["b_s"] = quantize_fp8_blocks(p["b"])
+        out = 2 * p["rows"] * p["n"]
+        p["bytes"] = (p["bytes"] - out) // 2 + out  # A and B at one byte per element, C in bf16
+    return p
 
 
 def large(ceil):
@@ -147,12 +123,27 @@ def large(ceil):
 
 
 def small(ceil, batches=(1, 16, 64, 256), cfgs=None):
-    """fp8-block batches 1-256: base grid (BN>=128) vs BN 32/64 and BK 64, CUDA-graph replays of 32
-    launches, each with another routing so the weights stream from DRAM."""
+    """fp8-block batches 1-256: the product grid (BN >= 128) against BN 32/64 and BK 64."""
     cfgs = cfgs or [("base", "16,128,128,1,4,3"), ("base", "16,128,128,1,4,4"), ("base", "16,128,256,1,4,3"),
             ("small", "16,64,128,1,4,4"), ("small", "16,64,128,1,4,5"), ("small", "16,32,128,1,4,4"),
             ("small", "16,32,128,1,4,5"), ("small", "16,64,64,1,4,5"), ("small", "16,32,64,1,4,5"),
             ("small", "32,64,128,1,4,4"), ("small", "16,64,128,1,8,4")]
+    for batch, shape, gemm, p, tw, routes, floor in _fp8_draws(ceil, batches):
+        for variant, s in cfgs:
+            cfg = MoEConfig(*map(int, s.split(",")))
+            als = [moe_align(ids, p["e"], cfg.block_m) for ids in routes]
+            row = dict(kind="small", batch=batch, shape=shape, gemm=gemm, config=s, variant=variant)
+            try:
+                us = _graph_us(lambda al: kvar.run_variant(variant, p, cfg, al, tw), als)
+                emit(**row, us=round(us, 2), pct_floor=round(100 * floor * 1e6 / us, 1))
+            except Exception as exc:  # noqa: BLE001
+                emit(**row, error=f"{type(exc).__name__}: {str(exc)[:300]}")
+
+
+def _fp8_draws(ceil, batches, reps=32):
+    """fp8-block problems timed as CUDA-graph replays of `reps` launches, each with its own routing
+    draw so the weights stream from DRAM: (batch, shape, gemm, problem, router weights or None,
+    routings, floor per launch in seconds); stops at the budget."""
     for batch in batches:
         for shape in ("EP8", "TP8"):
             for gemm in ("gemm1", "gemm2"):
@@ -160,33 +151,26 @@ def small(ceil, batches=(1, 16, 64, 256), cfgs=None):
                     emit(stop="budget")
                     return
                 p = problem(shape, gemm, batch, True)
-                tw = p["w"] if gemm == "gemm2" else None
-                reps = 32
                 routes = [routing(batch, p["e"], seed=100 + r)[0] for r in range(reps)]
-                floor = _draws_floor(p, routes, gemm, ceil) / reps
-                for variant, s in cfgs:
-                    cfg = MoEConfig(*map(int, s.split(",")))
-                    als = [moe_align(ids, p["e"], cfg.block_m) for ids in routes]
-                    try:
-                        for al in als[:2]:
-                            kvar.run_variant(variant, p, cfg, al, tw)
-                        torch.cuda.synchronize()
-                        stream = torch.cuda.Stream()
-                        with torch.cuda.stream(stream):
-                            g = torch.cuda.CUDAGraph()
-                            with torch.cuda.graph(g, stream=stream):
-                                for al in als:
-                                    kvar.run_variant(variant, p, cfg, al, tw)
-                        torch.cuda.synchronize()
-                        ms = do_bench(lambda: g.replay(), warmup=5, rep=30, return_mode="median")
-                        us = ms * 1e3 / reps
-                        emit(kind="small", batch=batch, shape=shape, gemm=gemm, config=s, variant=variant,
-                             us=round(us, 2), pct_floor=round(100 * floor * 1e6 / us, 1))
-                    except Exception as exc:  # noqa: BLE001
-                        emit(kind="small", batch=batch, shape=shape, gemm=gemm, config=s, variant=variant,
-                             error=f"{type(exc).__name__}: {str(exc)[:300]}")
+                yield (batch, shape, gemm, p, p["w"] if gemm == "gemm2" else None, routes,
+                       _draws_floor(p, routes, gemm, ceil) / reps)
                 del p
                 torch.cuda.empty_cache()
+
+
+def _graph_us(launch, aligns):
+    """Microseconds per launch: one CUDA graph of launch(al) for every alignment, replayed."""
+    for al in aligns[:2]:  # compile and warm outside the capture
+        launch(al)
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            for al in aligns:
+                launch(al)
+    torch.cuda.synchronize()
+    return do_bench(g.replay, warmup=5, rep=30, return_mode="median") * 1e3 / len(aligns)
 
 
 def check():
@@ -316,57 +300,34 @@ def splitk(ceil):
     for s in ("16,32,128,1,4,4", "16,64,128,1,4,4", "16,32,256,1,4,4", "16,128,128,1,4,4"):
         for splits in (2, 4, 8):
             plans.append(("splitk", s, splits))
-    for batch in (1, 16):
-        for shape in ("EP8", "TP8"):
-            for gemm in ("gemm1", "gemm2"):
-                if time.time() - T0 > BUDGET:
-                    emit(stop="budget")
-                    return
-                p = problem(shape, gemm, batch, True)
-                tw = p["w"] if gemm == "gemm2" else None
-                reps = 32
-                routes = [routing(batch, p["e"], seed=100 + r)[0] for r in range(reps)]
-                floor = _draws_floor(p, routes, gemm, ceil) / reps
-                c32 = torch.zeros(p["c"].shape, dtype=torch.float32, device=DEV)
-                valid = routes[0].reshape(-1) >= 0
-                ref = None
-                for variant, s, splits in plans:
-                    cfg = MoEConfig(*map(int, s.split(",")))
-                    if p["k"] % (splits * cfg.block_k):
-                        continue
-                    als = [moe_align(ids, p["e"], cfg.block_m) for ids in routes]
+    for batch, shape, gemm, p, tw, routes, floor in _fp8_draws(ceil, (1, 16)):
+        c32 = torch.zeros(p["c"].shape, dtype=torch.float32, device=DEV)
+        valid = routes[0].reshape(-1) >= 0
+        ref = None
+        for variant, s, splits in plans:
+            cfg = MoEConfig(*map(int, s.split(",")))
+            if p["k"] % (splits * cfg.block_k):
+                continue
+            als = [moe_align(ids, p["e"], cfg.block_m) for ids in routes]
 
-                    def one(al, cfg=cfg, variant=variant, splits=splits):
-                        if variant == "base":
-                            kvar.launch_base(p, cfg, al, tw)
-                        else:
-                            kvar.launch_splitk(p, cfg, al, tw, splits, c32)
-                    try:
-                        p["c"].zero_()
-                        one(als[0])
-                        torch.cuda.synchronize()
-                        out = p["c"].float()[valid]
-                        ref = out.clone() if ref is None else ref
-                        err = ((out - ref).norm() / ref.norm()).item()
-                        for al in als[1:3]:
-                            one(al)
-                        torch.cuda.synchronize()
-                        stream = torch.cuda.Stream()
-                        with torch.cuda.stream(stream):
-                            g = torch.cuda.CUDAGraph()
-                            with torch.cuda.graph(g, stream=stream):
-                                for al in als:
-                                    one(al)
-                        torch.cuda.synchronize()
-                        us = do_bench(lambda: g.replay(), warmup=5, rep=30, return_mode="median") * 1e3 / reps
-                        emit(kind="splitk", batch=batch, shape=shape, gemm=gemm, config=s, variant=variant,
-                             splits=splits, us=round(us, 2), pct_floor=round(100 * floor * 1e6 / us, 1),
-                             err=round(err, 5))
-                    except Exception as exc:  # noqa: BLE001
-                        emit(kind="splitk", batch=batch, shape=shape, gemm=gemm, config=s, variant=variant,
-                             splits=splits, error=f"{type(exc).__name__}: {str(exc)[:300]}")
-                del p
-                torch.cuda.empty_cache()
+            def one(al, cfg=cfg, variant=variant, splits=splits):
+                if variant == "base":
+                    kvar.launch_base(p, cfg, al, tw)
+                else:
+                    kvar.launch_splitk(p, cfg, al, tw, splits, c32)
+            row = dict(kind="splitk", batch=batch, shape=shape, gemm=gemm, config=s, variant=variant,
+                       splits=splits)
+            try:
+                p["c"].zero_()
+                one(als[0])
+                torch.cuda.synchronize()
+                out = p["c"].float()[valid]
+                ref = out.clone() if ref is None else ref
+                err = ((out - ref).norm() / ref.norm()).item()
+                us = _graph_us(one, als)
+                emit(**row, us=round(us, 2), pct_floor=round(100 * floor * 1e6 / us, 1), err=round(err, 5))
+            except Exception as exc:  # noqa: BLE001
+                emit(**row, error=f"{type(exc).__name__}: {str(exc)[:300]}")
 
 
 def _draws_floor(p, routes, gemm, ceil, elem=1):

@@ -16,6 +16,41 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 from tilefit.kernels.triton_moe.kernel import fused_moe_kernel
 
 
+# -- the product kernel's tile addressing and epilogue, shared by the variants below --------------
+
+@triton.jit
+def _tile(tile, num_padded, N, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+          GROUP_SIZE_M: tl.constexpr):
+    """(pid_m, pid_n) of output tile `tile` in the product kernel's grouped order."""
+    num_pid_m = tl.cdiv(num_padded, BLOCK_SIZE_M)
+    num_pid_in_group = GROUP_SIZE_M * tl.cdiv(N, BLOCK_SIZE_N)
+    first_pid_m = (tile // num_pid_in_group) * GROUP_SIZE_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    return (first_pid_m + ((tile % num_pid_in_group) % group_size_m),
+            (tile % num_pid_in_group) // group_size_m)
+
+
+@triton.jit
+def _rows(pid_m, sorted_ids_ptr, expert_ids_ptr, num_padded, num_valid,
+          A_ROWS_PER_TOKEN: tl.constexpr, BLOCK_SIZE_M: tl.constexpr):
+    """Block pid_m's row ids, their mask, the A rows they read and their expert (int64)."""
+    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    row_ids = tl.load(sorted_ids_ptr + offs_m, mask=offs_m < num_padded, other=num_valid)
+    return (row_ids, row_ids < num_valid, (row_ids // A_ROWS_PER_TOKEN).to(tl.int64),
+            tl.load(expert_ids_ptr + pid_m).to(tl.int64))
+
+
+@triton.jit
+def _epilogue(acc, c_ptr, row_ids, row_mask, topk_weights_ptr, pid_n, N, stride_cm, stride_cn,
+              MUL_ROUTED_WEIGHT: tl.constexpr, BLOCK_SIZE_N: tl.constexpr):
+    """(acc with the router weight applied, output pointers, store mask)."""
+    if MUL_ROUTED_WEIGHT:
+        acc = acc * tl.load(topk_weights_ptr + row_ids, mask=row_mask, other=0.0)[:, None]
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + row_ids.to(tl.int64)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    return acc, c_ptrs, row_mask[:, None] & (offs_cn[None, :] < N)
+
+
 @triton.jit(do_not_specialize=["num_valid"])
 def moe_tma_b(
     a_ptr, b_desc, c_ptr, a_scale_ptr, b_scale_ptr, topk_weights_ptr,
@@ -28,28 +63,16 @@ def moe_tma_b(
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr, WS: tl.constexpr, LOOP_STAGES: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(num_padded, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-
-    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    row_ids = tl.load(sorted_ids_ptr + offs_m, mask=offs_m < num_padded, other=num_valid)
-    row_mask = row_ids < num_valid
-    a_rows = (row_ids // A_ROWS_PER_TOKEN).to(tl.int64)
-    expert = tl.load(expert_ids_ptr + pid_m)
-    b_row0 = expert * N + pid_n * BLOCK_SIZE_N
+    pid_m, pid_n = _tile(tl.program_id(0), num_padded, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    row_ids, row_mask, a_rows, expert = _rows(pid_m, sorted_ids_ptr, expert_ids_ptr, num_padded,
+                                              num_valid, A_ROWS_PER_TOKEN, BLOCK_SIZE_M)
+    b_row0 = (expert * N + pid_n * BLOCK_SIZE_N).to(tl.int32)
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
     offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
     if BLOCK_SCALED:
         as_ptrs = a_scale_ptr + a_rows * stride_asm
-        bs_ptrs = b_scale_ptr + expert.to(tl.int64) * stride_bse + (offs_n // GROUP_N) * stride_bsn
+        bs_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for kb in tl.range(0, tl.cdiv(K, BLOCK_SIZE_K), num_stages=LOOP_STAGES, warp_specialize=WS):
         a = tl.load(a_ptrs + kb * BLOCK_SIZE_K * stride_ak, mask=row_mask[:, None], other=0.0)
@@ -61,12 +84,9 @@ def moe_tma_b(
             acc += tl.dot(a, b.T) * a_s[:, None] * b_s[None, :]
         else:
             acc = tl.dot(a, b.T, acc)
-    if MUL_ROUTED_WEIGHT:
-        w = tl.load(topk_weights_ptr + row_ids, mask=row_mask, other=0.0)
-        acc = acc * w[:, None]
-    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    c_ptrs = c_ptr + row_ids.to(tl.int64)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_mask[:, None] & (offs_cn[None, :] < N))
+    acc, c_ptrs, c_mask = _epilogue(acc, c_ptr, row_ids, row_mask, topk_weights_ptr, pid_n, N,
+                                    stride_cm, stride_cn, MUL_ROUTED_WEIGHT, BLOCK_SIZE_N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
 @triton.jit(do_not_specialize=["num_valid"])
@@ -82,20 +102,9 @@ def moe_fp8_small(
     GROUP_SIZE_M: tl.constexpr,
 ):
     """fp8 block-scaled with BLOCK_SIZE_K <= GROUP_K (one dot per K step, scale group from the offset)."""
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(num_padded, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    row_ids = tl.load(sorted_ids_ptr + offs_m, mask=offs_m < num_padded, other=num_valid)
-    row_mask = row_ids < num_valid
-    a_rows = (row_ids // A_ROWS_PER_TOKEN).to(tl.int64)
-    expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
+    pid_m, pid_n = _tile(tl.program_id(0), num_padded, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    row_ids, row_mask, a_rows, expert = _rows(pid_m, sorted_ids_ptr, expert_ids_ptr, num_padded,
+                                              num_valid, A_ROWS_PER_TOKEN, BLOCK_SIZE_M)
     offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     as_ptrs = a_scale_ptr + a_rows * stride_asm
@@ -112,12 +121,9 @@ def moe_fp8_small(
         acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
-    if MUL_ROUTED_WEIGHT:
-        w = tl.load(topk_weights_ptr + row_ids, mask=row_mask, other=0.0)
-        acc = acc * w[:, None]
-    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    c_ptrs = c_ptr + row_ids.to(tl.int64)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_mask[:, None] & (offs_cn[None, :] < N))
+    acc, c_ptrs, c_mask = _epilogue(acc, c_ptr, row_ids, row_mask, topk_weights_ptr, pid_n, N,
+                                    stride_cm, stride_cn, MUL_ROUTED_WEIGHT, BLOCK_SIZE_N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
 @triton.jit(do_not_specialize=["num_valid"])
@@ -131,24 +137,13 @@ def moe_persistent(
 ):
     """bf16/fp16 only: `num_progs` programs loop over the output tiles (same grouped order as the
     product kernel), so the next tile's first loads overlap this tile's epilogue when flattened."""
-    start = tl.program_id(0)
-    num_pid_m = tl.cdiv(num_padded, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_tiles = num_pid_m * num_pid_n
+    num_tiles = tl.cdiv(num_padded, BLOCK_SIZE_M) * tl.cdiv(N, BLOCK_SIZE_N)
     k_tiles = tl.cdiv(K, BLOCK_SIZE_K)
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    for tile in tl.range(start, num_tiles, num_progs, flatten=FLATTEN):
-        group_id = tile // num_pid_in_group
-        first_pid_m = group_id * GROUP_SIZE_M
-        group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_SIZE_M)
-        pid_m = first_pid_m + ((tile % num_pid_in_group) % group_size_m)
-        pid_n = (tile % num_pid_in_group) // group_size_m
-        offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-        row_ids = tl.load(sorted_ids_ptr + offs_m, mask=offs_m < num_padded, other=num_valid)
-        row_mask = row_ids < num_valid
-        a_rows = (row_ids // A_ROWS_PER_TOKEN).to(tl.int64)
-        expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
+    for tile in tl.range(tl.program_id(0), num_tiles, num_progs, flatten=FLATTEN):
+        pid_m, pid_n = _tile(tile, num_padded, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+        row_ids, row_mask, a_rows, expert = _rows(pid_m, sorted_ids_ptr, expert_ids_ptr, num_padded,
+                                                  num_valid, A_ROWS_PER_TOKEN, BLOCK_SIZE_M)
         offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
         a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
         b_ptrs = b_ptr + expert * stride_be + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
@@ -157,12 +152,9 @@ def moe_persistent(
             a = tl.load(a_ptrs + kb * BLOCK_SIZE_K * stride_ak, mask=row_mask[:, None], other=0.0)
             b = tl.load(b_ptrs + kb * BLOCK_SIZE_K * stride_bk)
             acc = tl.dot(a, b, acc)
-        if MUL_ROUTED_WEIGHT:
-            w = tl.load(topk_weights_ptr + row_ids, mask=row_mask, other=0.0)
-            acc = acc * w[:, None]
-        offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-        c_ptrs = c_ptr + row_ids.to(tl.int64)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_mask[:, None] & (offs_cn[None, :] < N))
+        acc, c_ptrs, c_mask = _epilogue(acc, c_ptr, row_ids, row_mask, topk_weights_ptr, pid_n, N,
+                                        stride_cm, stride_cn, MUL_ROUTED_WEIGHT, BLOCK_SIZE_N)
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
 
 
 @triton.jit(do_not_specialize=["num_valid"])
@@ -178,16 +170,10 @@ def moe_fp8_splitk(
 ):
     """fp8-block split-K for tiny batches: program (tile, s) sums K in [s*k_per_split, ...) and adds
     its partial product into a zeroed fp32 buffer (BLOCK_SIZE_K a multiple of GROUP_K)."""
-    pid = tl.program_id(0)
     split = tl.program_id(1)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    pid_m = pid // num_pid_n
-    pid_n = pid % num_pid_n
-    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    row_ids = tl.load(sorted_ids_ptr + offs_m, mask=offs_m < num_padded, other=num_valid)
-    row_mask = row_ids < num_valid
-    a_rows = (row_ids // A_ROWS_PER_TOKEN).to(tl.int64)
-    expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
+    pid_m, pid_n = _tile(tl.program_id(0), num_padded, N, BLOCK_SIZE_M, BLOCK_SIZE_N, 1)
+    row_ids, row_mask, a_rows, expert = _rows(pid_m, sorted_ids_ptr, expert_ids_ptr, num_padded,
+                                              num_valid, A_ROWS_PER_TOKEN, BLOCK_SIZE_M)
     offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
     offs_k = tl.arange(0, GROUP_K)
     k0 = split * k_per_split
@@ -206,12 +192,9 @@ def moe_fp8_splitk(
             acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
-    if MUL_ROUTED_WEIGHT:
-        w = tl.load(topk_weights_ptr + row_ids, mask=row_mask, other=0.0)
-        acc = acc * w[:, None]
-    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    c_ptrs = c32_ptr + row_ids.to(tl.int64)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-    tl.atomic_add(c_ptrs, acc, mask=row_mask[:, None] & (offs_cn[None, :] < N), sem="relaxed")
+    acc, c_ptrs, c_mask = _epilogue(acc, c32_ptr, row_ids, row_mask, topk_weights_ptr, pid_n, N,
+                                    stride_cm, stride_cn, MUL_ROUTED_WEIGHT, BLOCK_SIZE_N)
+    tl.atomic_add(c_ptrs, acc, mask=c_mask, sem="relaxed")
 
 
 # -- launchers: p is the benchmark's problem dict (a, b, c, a_s, b_s, n, k, arpt), al an Alignment --
