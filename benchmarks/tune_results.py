@@ -93,6 +93,27 @@ def paired_over(mine: list[float], others: list[list[float]]) -> float | None:
     return max(ratios) if ratios else None
 
 
+def _check_from_journal(folder: Path) -> dict[str, Any]:
+    """The check's rows from its journal's re-timing lines, for a check cut short before it wrote
+    its summary: per (job, batch), every config's rounds (shape key "retime<r>:...")."""
+    import statistics
+
+    from tilefit.tune.journal import read_entries
+    from tilefit.tune.targets.base import MOE_SPACE
+
+    rounds: dict[tuple[str, int], dict[Any, dict[int, float]]] = {}
+    for e in read_entries(folder / "journal.jsonl", MOE_SPACE.from_dict):
+        head, _, rest = e.shape.partition(":")
+        if e.batch is not None and head.startswith("retime") and hasattr(e.result, "time_us"):
+            seen = rounds.setdefault((rest.split(":")[0], e.batch), {}).setdefault(e.config, {})
+            seen[int(head[len("retime"):])] = e.result.time_us
+    rows = [{"job": job, "batch": batch, "finalists": [
+        {"config": c.label(), "rounds_us": [r[i] for i in sorted(r)],
+         "median_us": statistics.median(r.values())} for c, r in configs.items()]}
+        for (job, batch), configs in sorted(rounds.items())]
+    return {"rows": rows, "model_bugs": [], "worker_restarts": 0}
+
+
 def rebuild(work: str, layout: str, dtype: str, against: str, tag: str) -> dict[str, Any]:
     """A bench_tune result file from a run's work folder (`--work`: LAYOUT/fast and LAYOUT/check,
     each with its journal and tune_summary.json), for a run whose result file did not come back
@@ -103,7 +124,8 @@ def rebuild(work: str, layout: str, dtype: str, against: str, tag: str) -> dict[
 
     root = Path(work) / layout
     fast = json.loads((root / "fast" / "tune_summary.json").read_text())
-    check = json.loads((root / "check" / "tune_summary.json").read_text())
+    summary = root / "check" / "tune_summary.json"
+    check = json.loads(summary.read_text()) if summary.exists() else _check_from_journal(root / "check")
     checked = sorted({r["batch"] for r in check["rows"]})
     sweep = Path(against) / f"{layout}_{dtype.replace('-block', '')}_exhaustive.jsonl.gz"
     best = {k: {c.label() for c in cs} for k, cs in recorded_best(sweep, tuple(checked)).items()}

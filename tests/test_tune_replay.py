@@ -46,3 +46,23 @@ def test_recorded_rounds_replay_to_the_recorded_picks():
                 differ += 1
                 assert row["config"] in short
     assert differ == 1  # r1 gemm2 batch 4096: its check read 1.0179 against the sweep
+
+
+def test_a_check_cut_short_is_read_back_from_its_journal(tmp_path):
+    """bench_tune --rebuild reads a check that was killed before its summary from the journal's
+    re-timing lines: on a check that did finish, the same medians as its summary."""
+    import gzip
+
+    from tune_results import _check_from_journal
+
+    results = BENCH / "results" / "tune_v5"
+    (tmp_path / "journal.jsonl").write_bytes(
+        gzip.decompress((results / "ep8_bf16_r5a_check.jsonl.gz").read_bytes()))
+    rows = {(r["job"], r["batch"]): r for r in _check_from_journal(tmp_path)["rows"]}
+    built = json.loads((results / "ep8_bf16_r5a.json").read_text())["rows"]
+    checked = [r for r in built if r.get("pick_in_sweep_us") is not None]
+    assert len(checked) == 8
+    for r in checked:
+        mine = next(f for f in rows[(r["job"], r["batch"])]["finalists"] if f["config"] == r["config"])
+        assert len(mine["rounds_us"]) == 5
+        assert mine["median_us"] == pytest.approx(r["pick_in_sweep_us"])
