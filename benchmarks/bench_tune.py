@@ -108,6 +108,7 @@ def fast_run(args: argparse.Namespace, layout: str) -> Any:
     layer = layer_shape(layout, args.dtype)
     req = _request(args, layer, Path(args.work) / layout / "fast", batches=tuple(args.batches),
                    strategy="fast", measure_ceilings=args.target != "fake",
+                   side_by_side=not args.in_turns,
                    provenance={"model": "GLM-5", "layout": layout.upper()})
     print(f"[{layout}] fast strategy, {len(args.batches)} batch sizes", file=sys.stderr, flush=True)
     return tune(req, _log(f"{layout} fast"))
@@ -292,6 +293,8 @@ def main() -> None:
     p.add_argument("--cold-cache", action="store_true",
                    help="a fresh Triton cache for each fast run, so its compiles count in full")
     p.add_argument("--compile-workers", type=int, default=None)
+    p.add_argument("--in-turns", action="store_true",
+                   help="the fast run searches gemm1, then gemm2 (default: side by side)")
     # The fast run's re-timing budgets (do_bench at large batches, graph replays up to
     # --graph-max-batch); the check (--against) keeps session 4's 5+25 ms for both, so the
     # pick's quality is judged as before.

@@ -28,17 +28,20 @@ class _InTurnsTarget(FakeTarget):
     ties_jobs = property(lambda self: True, lambda self, value: None)
 
 
-def _run(out, factory, **kw):
-    spec = TargetSpec.of(factory, seed=5, grid="distinct", compile_sleep_s=0.01, **kw)
+def _run(out, factory, side_by_side=True):
+    spec = TargetSpec.of(factory, seed=5, grid="distinct", compile_sleep_s=0.01)
     return tune(TuneRequest(spec, (LAYER,), BATCHES, out, "h200", "NVIDIA H200", compile_workers=2,
-                            compile_timeout_s=20.0, run_timeout_s=20.0, rounds=2))
+                            compile_timeout_s=20.0, run_timeout_s=20.0, rounds=2,
+                            side_by_side=side_by_side))
 
 
 def test_side_by_side_picks_what_one_after_the_other_picks(tmp_path):
     together = _run(tmp_path / "together", "tilefit.tune.targets.fake:FakeTarget")
     in_turns = _run(tmp_path / "turns", f"{__name__}:_InTurnsTarget")
+    asked = _run(tmp_path / "asked", "tilefit.tune.targets.fake:FakeTarget", side_by_side=False)
     assert [(r.job, r.batch, r.config) for r in together.rows] == \
-        [(r.job, r.batch, r.config) for r in in_turns.rows]
+        [(r.job, r.batch, r.config) for r in in_turns.rows] == \
+        [(r.job, r.batch, r.config) for r in asked.rows]
     assert [r.job for r in together.rows] == ["gemm1"] * 4 + ["gemm2"] * 4
 
     def overlap(out):
@@ -48,6 +51,7 @@ def test_side_by_side_picks_what_one_after_the_other_picks(tmp_path):
         last_gemm1 = max(i for i, e in enumerate(searched) if e.shape.startswith("gemm1"))
         return first_gemm2 < last_gemm1
     assert overlap(tmp_path / "together") and not overlap(tmp_path / "turns")
+    assert not overlap(tmp_path / "asked")
 
 
 class _SlowCompiles:

@@ -61,6 +61,7 @@ class TuneRequest:
     figures: DeviceFigures | None = None  # the local GPU's figures (tune/device.py); else `gpu`
     prefetch: float = PREFETCH  # fraction of each GEMM's fitting configs precompiled by idle workers
     hints: bool = True  # idle workers also compile what a search says it may ask for next
+    side_by_side: bool = True  # a layer's GEMMs searched at once (False: one after the other)
     finalists: int = FINALISTS  # best configs of each search re-timed in quiet
     rounds: int = ROUNDS  # re-timing rounds (0: pick by the search's own timings)
     event_rounds: int = EVENT_ROUNDS  # ... at least, where the target times with CUDA events
@@ -176,13 +177,14 @@ class _Run:
 
     def layer(self, layer: TuneShape) -> None:
         """Every job and batch of one layer shape, then the target's files for it. The jobs (gemm1,
-        gemm2) are searched side by side unless the target ties one job's configs to another's
-        winners: a search waits on compiles most of its time (one chunk's slowest compile, ~0.5-1 s,
-        against ~0.1 s of timings), so the other's timings fill the GPU meanwhile. Their
-        re-timings take turns, and hold every compile back (evaluator.quiet)."""
+        gemm2) are searched side by side (unless `side_by_side` is off or the target ties one job's
+        configs to another's winners): a search waits on compiles much of its time, so the other's
+        timings fill the GPU meanwhile. Their re-timings take turns, and hold every compile back
+        (evaluator.quiet). On the H200 (benchmarks/RESULTS.md, session 5) it paid off where the GPU
+        was busy (batch 2-512) and not where compiles bound both (the first and largest batches)."""
         winners: dict[str, dict[int, Any]] = {}
         jobs = self.target.jobs
-        if len(jobs) > 1 and not _ties_jobs(self.target):
+        if self.req.side_by_side and len(jobs) > 1 and not _ties_jobs(self.target):
             pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="tilefit-job")
             futures = [pool.submit(self.job, layer, job, winners) for job in jobs]
             try:
