@@ -27,7 +27,7 @@ from typing import Any
 
 from tilefit.tune.targets.registry import STANDARD_BATCHES as STANDARD
 from tilefit.tune.run import JOURNAL as JOURNAL_NAME
-from tune_results import layer_shape, paired_over, rebuild, refloor, summarize  # benchmarks/
+from tune_results import layer_shape, paired_over, rebuild, recorded_best, refloor, summarize  # benchmarks/
 
 CHECKED = (1, 64, 1024, 4096)
 CHECK_ROUNDS = 5  # the check's rounds (every one for every config): as in session 4, whatever the run's
@@ -124,29 +124,6 @@ def sweep_run(args: argparse.Namespace, layout: str, fast: Any) -> Any:
                    batches=tuple(args.checked), strategy="exhaustive", given=given)
     print(f"[{layout}] exhaustive at {args.checked}", file=sys.stderr, flush=True)
     return tune(req, _log(f"{layout} sweep"))
-
-
-def recorded_best(path: Path, batches: tuple[int, ...], top: int = 4) -> dict[tuple[str, int], list[Any]]:
-    """{(job, batch): the `top` configs a recorded exhaustive sweep's journal timed fastest}: the
-    sweep's own finalists, so a new pick can be re-timed against them without sweeping again."""
-    from tilefit.tune.journal import read_entries
-    from tilefit.tune.results import Ok
-    from tilefit.tune.targets.base import MOE_SPACE
-
-    if path.suffix == ".gz":
-        import gzip
-        import tempfile
-
-        with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as tmp:
-            tmp.write(gzip.decompress(path.read_bytes()))
-        path = Path(tmp.name)
-    timed: dict[tuple[str, int], dict[Any, float]] = {}
-    for e in read_entries(path, MOE_SPACE.from_dict):
-        job = e.shape.split(":")[0]
-        if e.batch in batches and job in ("gemm1", "gemm2") and isinstance(e.result, Ok):
-            seen = timed.setdefault((job, e.batch), {})
-            seen[e.config] = min(seen.get(e.config, float("inf")), e.result.time_us)
-    return {k: sorted(v, key=lambda c: (v[c], c))[:top] for k, v in timed.items()}
 
 
 def check_run(args: argparse.Namespace, layout: str, fast: Any) -> tuple[Any, dict[Any, list[Any]]]:

@@ -114,11 +114,39 @@ def _check_from_journal(folder: Path) -> dict[str, Any]:
     return {"rows": rows, "model_bugs": [], "worker_restarts": 0}
 
 
+def recorded_best(path: Path, batches: tuple[int, ...], top: int = 4) -> dict[tuple[str, int], list[Any]]:
+    """{(job, batch): the `top` configs a recorded exhaustive sweep's journal timed fastest}: the
+    sweep's own finalists, so a new pick can be re-timed against them without sweeping again."""
+    import gzip
+    import os
+    import tempfile
+
+    from tilefit.tune.journal import read_entries
+    from tilefit.tune.results import Ok
+    from tilefit.tune.targets.base import MOE_SPACE
+
+    unpacked = None
+    if path.suffix == ".gz":
+        with tempfile.NamedTemporaryFile(suffix=".jsonl", delete=False) as tmp:
+            tmp.write(gzip.decompress(path.read_bytes()))
+        path = unpacked = Path(tmp.name)
+    timed: dict[tuple[str, int], dict[Any, float]] = {}
+    try:
+        for e in read_entries(path, MOE_SPACE.from_dict):
+            job = e.shape.split(":")[0]
+            if e.batch in batches and job in ("gemm1", "gemm2") and isinstance(e.result, Ok):
+                seen = timed.setdefault((job, e.batch), {})
+                seen[e.config] = min(seen.get(e.config, float("inf")), e.result.time_us)
+    finally:
+        if unpacked is not None:
+            os.unlink(unpacked)
+    return {k: sorted(v, key=lambda c: (v[c], c))[:top] for k, v in timed.items()}
+
+
 def rebuild(work: str, layout: str, dtype: str, against: str, tag: str) -> dict[str, Any]:
     """A bench_tune result file from a run's work folder (`--work`: LAYOUT/fast and LAYOUT/check,
     each with its journal and tune_summary.json), for a run whose result file did not come back
     from the GPU host. The check's picks are judged as bench_tune's --against does."""
-    from bench_tune import recorded_best  # benchmarks/: the script's own folder
     from tilefit.tune.journal import active_seconds, read_entries
     from tilefit.tune.targets.base import MOE_SPACE
 
