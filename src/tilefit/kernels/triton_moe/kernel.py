@@ -83,7 +83,10 @@ def fused_moe_kernel(
                             mask=row_mask[:, None] & (offs_k[None, :] < k_left), other=0.0)
                 b = tl.load(b_ptrs + g * GROUP_K * stride_bk, mask=offs_k[:, None] < k_left,
                             other=0.0)
-                k_group = kb * (BLOCK_SIZE_K // GROUP_K) + g
+                # A ragged last step's groups past K (K=384, BLOCK_SIZE_K=256) load no operand
+                # but would read their scales past the scale rows' end, which may hold a NaN:
+                # they read the last group's scales, times a dot of zeros.
+                k_group = tl.minimum(kb * (BLOCK_SIZE_K // GROUP_K) + g, tl.cdiv(K, GROUP_K) - 1)
                 a_s = tl.load(as_ptrs + k_group * stride_ask, mask=row_mask, other=0.0)
                 b_s = tl.load(bs_ptrs + k_group * stride_bsk)
                 acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
