@@ -204,7 +204,7 @@ def _events():
     yield "measured", {"config": "a", "result": "10.00 us", "time_us": 10.0}
     yield "measured", {"config": "b", "result": "8.00 us", "time_us": 8.0}
     yield "measured", {"config": "c", "result": "compile failed", "time_us": None}
-    yield "row", {"config": "16x32x64 gm1 w4 s2", "time_us": 8.0, "trials": 3}
+    yield "row", {"job": "gemm1", "batch": 1, "config": "16x32x64 gm1 w4 s2", "time_us": 8.0, "trials": 3}
     yield "job", {"job": "gemm1", "batch": 64, "index": 1, "total": 2}
 
 
@@ -216,8 +216,28 @@ def test_tune_progress_plain_lines_off_a_terminal():
     for event, data in _events():
         p(event, data)
     p.close()
-    assert buf.getvalue().splitlines() == ["tune: gemm1 batch 1 (1/2)", "tune:   -> 16x32x64 gm1 w4 s2 8.00 us (3 trials)",
+    assert buf.getvalue().splitlines() == ["tune: gemm1 batch 1 (1/2)", "tune:   gemm1 batch 1 -> 16x32x64 gm1 w4 s2 8.00 us (3 trials)",
                                            "tune: gemm1 batch 64 (2/2)"]
+
+
+def test_tune_progress_counts_rows_done_when_gemms_are_searched_side_by_side():
+    from tilefit.cli.progress import TuneProgress
+
+    buf = io.StringIO()
+    p = TuneProgress(stream=buf)
+    row = {"config": "16x32x64 gm1 w4 s2", "time_us": 8.0, "trials": 3}
+    # tune.run: gemm1's and gemm2's searches start before either ends
+    p("job", {"job": "gemm1", "batch": 1, "index": 0, "total": 4})
+    p("job", {"job": "gemm2", "batch": 1, "index": 1, "total": 4})
+    assert p.done == 0
+    p("row", {**row, "job": "gemm2", "batch": 1})
+    p("job", {"job": "gemm2", "batch": 64, "index": 2, "total": 4})
+    p("row", {**row, "job": "gemm1", "batch": 1})
+    p("job", {"job": "gemm1", "batch": 64, "index": 3, "total": 4})
+    p("row", {**row, "job": "gemm2", "batch": 64})
+    p("row", {**row, "job": "gemm1", "batch": 64})
+    assert p.done == 4 == p.total
+    assert "tune:   gemm2 batch 1 -> 16x32x64 gm1 w4 s2 8.00 us (3 trials)" in buf.getvalue().splitlines()
 
 
 def test_tune_progress_bar_on_a_terminal_shows_counts_best_and_budget():

@@ -94,7 +94,9 @@ class TuneProgress:
 
     def __call__(self, event: str, data: dict[str, Any]) -> None:
         if event == "job":
-            self.done, self.total = data["index"], data["total"]
+            # `index` counts searches started: with a layer's GEMMs searched side by side
+            # (tune.run) one starts before the other ends, so only rows count as done.
+            self.total = data["total"]
             self.current = f"{data['job']} batch {data['batch']}"
             self.best = None
             if self.live:
@@ -114,7 +116,9 @@ class TuneProgress:
                 self._draw()
             else:
                 t = data["time_us"]
-                print(f"tune:   -> {data['config'] or 'nothing ran'}" + (f" {t:.2f} us" if t else "")
+                # Named: side by side, the row that ends may be the other GEMM's search.
+                print(f"tune:   {data['job']} batch {data['batch']} -> {data['config'] or 'nothing ran'}"
+                      + (f" {t:.2f} us" if t else "")
                       + f" ({data['trials']} trials)", file=self.stream, flush=True)
         elif event == "warning":
             self._print(f"tilefit: warning: {data['message']}")
