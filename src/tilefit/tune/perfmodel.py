@@ -28,7 +28,7 @@ PIPELINE_COST = {1: 1.35, 2: 1.12, 3: 1.03}
 ACC_PER_THREAD_HIGH = 128  # fp32 accumulators per thread beyond which registers spill
 ACC_PER_THREAD_LOW = 8
 SPILL_COST, UNDERFILL_COST = 1.4, 1.08
-# A K step of fewer than 128 bytes per row (fp8 BLOCK_SIZE_K 64) ran 1.04-1.6x slower than 128 (1.4x
+# A K step of fewer than 128 bytes per row (fp8 BLOCK_SIZE_K 64) ran 1.03-1.61x slower than 128 (1.4x
 # typical) on an H200, batches 1-256, EP8 and TP8 (benchmarks/RESULTS.md, issue 17 session 5).
 NARROW_K_BYTES, NARROW_K_COST = 128, 1.4
 
