@@ -220,8 +220,9 @@ class TritonEngine(TableEngine):
     def runs_as_tuned(self, config: Mapping[str, int], weight_dtype: str) -> str | None:
         """None when the engine's fused-MoE kernel runs `config` for `weight_dtype` as tilefit's
         kernel ran it while tuning; else one line saying what the engine does instead. Only
-        block-scaled fp8 can differ: both engines read the weight scale per column (any
-        BLOCK_SIZE_N), and differ on a BLOCK_SIZE_K wider than the scale block."""
+        block-scaled fp8 can differ: both engines read the weight scale per column (the SGLang
+        0.5.21 and 0.5.23 wheels once per tile where BLOCK_SIZE_N <= 128: a 32-128 wide tile lies
+        in one block, so the same scale), and differ on a BLOCK_SIZE_K wider than the scale block."""
         _dtype, block = engine_dtype(weight_dtype)
         if block is None or int(config["BLOCK_SIZE_K"]) <= min(block):
             return None
