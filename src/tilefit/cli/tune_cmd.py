@@ -81,7 +81,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--emit", type=_engines, metavar="vllm,sglang",
                    help="also write these engines' config files from the tuning of tilefit's "
                         "kernel (same six keys), for a box where the engine is not installed; "
-                        "provenance goes in a sidecar file beside each")
+                        "provenance goes in a sidecar file beside each (an fp8-block pick with "
+                        "BLOCK_SIZE_K 256, which neither engine runs as tuned, is replaced there "
+                        "by the fastest re-timed finalist the engine does run, with a warning)")
     p.add_argument("--graph-max-batch", type=non_negative_int, default=256, metavar="B",
                    help="batch sizes up to B (the engine's CUDA-graph batch limit: vLLM's "
                         "max_cudagraph_capture_size, SGLang's --cuda-graph-max-bs) are timed as "
