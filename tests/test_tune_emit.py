@@ -155,3 +155,53 @@ def test_swap_ab_caveat_names_the_batches_the_engine_runs_as_b_times_a():
         assert _swap_ab_caveat(e, "bf16", get_arch("sm90"), [picks, down]) == ""  # fp8 only
         assert _swap_ab_caveat(e, "fp8-block", get_arch("sm120"), [picks, down]) == ""  # sm90 only
         assert _swap_ab_caveat(e, "fp8", get_arch("sm90"), [picks]) != ""  # per-tensor fp8 too
+
+
+class _CountingEvaluator:
+    """retime()'s evaluator: every config compiled, gemm1's pick 10 us, anything else 11 us; it
+    records the re-timing rounds asked per (GEMM, batch)."""
+
+    def __init__(self, fast):
+        self.fast, self.keys = fast, {}
+
+    def compiled(self, shape, config):
+        from tilefit.tune.results import Ok
+
+        return Ok(0.0)
+
+    def quiet(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def measure(self, shape, batch, config, key=None, probe=False):
+        from tilefit.tune.results import Ok
+
+        self.keys.setdefault((shape.gemm, batch), set()).add(key.split(":")[0])
+        return Ok(10.0 if config == self.fast else 11.0)
+
+
+class _EventsAbove256:
+    def timing(self, shape, batch):
+        return "events" if batch > 256 else "graph"
+
+
+@pytest.mark.parametrize("asked, graph_rounds, event_rounds", [(3, 3, 5), (7, 7, 7), (0, 1, 1)])
+def test_emission_retimes_on_the_runs_own_rounds(asked, graph_rounds, event_rounds):
+    """vLLM's one config for both GEMMs is re-timed on as many rounds as the run re-timed its
+    picks at that batch size (run.py: at least 5 where CUDA events time it), not --rounds alone."""
+    from types import SimpleNamespace
+
+    from tilefit.kernels.triton_moe.config import MoEConfig
+    from tilefit.tune.emit import _one_config_for_both, _run_rounds
+    from tilefit.tune.targets.base import TuneShape
+
+    a, b = MoEConfig(16, 64, 128, 1, 4, 3), MoEConfig(64, 128, 64, 16, 4, 3)
+    layer = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+    ev = _CountingEvaluator(a)
+    req = SimpleNamespace(rounds=asked, event_rounds=5)
+    picks, _ = _one_config_for_both(ev, layer, {"gemm1": {1: a, 4096: a}, "gemm2": {1: b, 4096: b}},
+                                    _run_rounds(req, _EventsAbove256()))
+    assert picks == {1: a, 4096: a}
+    for gemm in ("gemm1", "gemm2"):
+        assert len(ev.keys[(gemm, 1)]) == graph_rounds and len(ev.keys[(gemm, 4096)]) == event_rounds

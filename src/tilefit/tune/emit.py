@@ -22,6 +22,7 @@ of gemm1's pick and gemm2's best finalist with that BLOCK_SIZE_M.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from tilefit.errors import UsageError
 from tilefit.tune.finalists import gather, ranked, retime
 from tilefit.tune.report import Row
 from tilefit.tune.targets.base import TuneShape
+
+Rounds = Callable[[TuneShape, int], int]  # re-timing rounds for a GEMM at a batch size
 
 ENGINES = ("vllm", "sglang")
 SIDECAR_SUFFIX = ".tilefit-provenance.json"
@@ -60,8 +63,9 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
         raise UsageError("--emit needs gemm1 and gemm2 tuned separately (--target tilefit)")
     versions = target.versions()
     triton = versions.get("triton") or installed_triton_version()
-    rounds = max(1, req.rounds)
+    rounds = _run_rounds(req, target)
     written: list[Path] = []
+
     for engine in req.emit:
         runs = _RunsAsTuned(get_engine(engine), layer.dtype)
         ok, swapped = _engine_picks(runs, winners, rows)
@@ -88,6 +92,17 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
         for p in paths:
             written += [p, _sidecar(p, engine, req, layer, versions, how)]
     return written
+
+
+def _run_rounds(req: Any, target: Any) -> Rounds:
+    """The run's own re-timing rounds for a GEMM and batch size (run.py: at least
+    `event_rounds` where the target times with CUDA events, whose rounds spread most), so an
+    emission re-times on as many rounds as the picks did, reusing theirs from the journal."""
+    def rounds(shape: TuneShape, batch: int) -> int:
+        if req.rounds > 0 and target.timing(shape, batch) == "events":
+            return max(req.rounds, req.event_rounds)
+        return max(1, req.rounds)
+    return rounds
 
 
 class _RunsAsTuned:
@@ -145,14 +160,15 @@ def _swap_ab_caveat(engine: Any, dtype: str, arch: Any, per_gemm: list[dict[int,
 
 
 def _retimed(evaluator: Any, shape: TuneShape, batch: int, configs: list[Any],
-             rounds: int) -> dict[Any, float]:
+             rounds: Rounds) -> dict[Any, float]:
     found = gather([("given", [(c, None) for c in dict.fromkeys(configs)])], len(configs))
     # Every round for each: the medians are summed over both GEMMs, so they must share rounds.
-    return {f.config: f.median_us for f in retime(evaluator, shape, batch, found, rounds, drop=0.0)}
+    return {f.config: f.median_us
+            for f in retime(evaluator, shape, batch, found, rounds(shape, batch), drop=0.0)}
 
 
 def _one_config_for_both(evaluator: Any, layer: TuneShape, winners: dict[str, dict[int, Any]],
-                         rounds: int) -> tuple[dict[int, Any], str]:
+                         rounds: Rounds) -> tuple[dict[int, Any], str]:
     out: dict[int, Any] = {}
     for batch, c1 in winners["gemm1"].items():
         c2 = winners["gemm2"][batch]
@@ -167,7 +183,7 @@ def _one_config_for_both(evaluator: Any, layer: TuneShape, winners: dict[str, di
 
 
 def _down_configs(evaluator: Any, layer: TuneShape, winners: dict[str, dict[int, Any]],
-                  rows: dict[tuple[str, int], Row], rounds: int, runs: _RunsAsTuned
+                  rows: dict[tuple[str, int], Row], rounds: Rounds, runs: _RunsAsTuned
                   ) -> tuple[dict[int, Any], str]:
     out: dict[int, Any] = {}
     for batch, c1 in winners["gemm1"].items():
