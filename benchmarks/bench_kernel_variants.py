@@ -346,16 +346,18 @@ def _draws_floor(p, routes, gemm, ceil, elem=1):
 
 
 if __name__ == "__main__":
-    torch.manual_seed(0)
-    c = ceilings()
-    emit(kind="ceilings", **{k: float(v) for k, v in c.items()}, torch=torch.__version__,
-         triton=triton.__version__, gpu=torch.cuda.get_device_name())
     steps = {"check": check, "small": small, "small2": small2, "large": large, "draws": draws,
              "persistent": persistent, "splitk": splitk}
     what = sys.argv[1:] or ["check", "small", "small2", "large", "draws"]
     unknown = [w for w in what if w not in steps]
-    if unknown:
-        sys.exit(f"unknown step(s) {', '.join(unknown)}; choose from {', '.join(steps)}")
+    if unknown:  # before the ceilings: a typo costs no GPU time
+        print(f"bench_kernel_variants: unknown step(s) {', '.join(unknown)}; choose from "
+              f"{', '.join(steps)}", file=sys.stderr)
+        sys.exit(2)
+    torch.manual_seed(0)
+    c = ceilings()
+    emit(kind="ceilings", **{k: float(v) for k, v in c.items()}, torch=torch.__version__,
+         triton=triton.__version__, gpu=torch.cuda.get_device_name())
     for w in what:
         steps[w]() if w == "check" else steps[w](c)
     emit(done=True)
