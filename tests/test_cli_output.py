@@ -237,6 +237,12 @@ def test_tune_progress_counts_rows_done_when_gemms_are_searched_side_by_side():
     p("row", {**row, "job": "gemm2", "batch": 64})
     p("row", {**row, "job": "gemm1", "batch": 64})
     assert p.done == 4 == p.total
+    # the bar's best is the last started search's own, not the least time of both GEMMs' probes
+    p("job", {"job": "gemm1", "batch": 256, "index": 4, "total": 6})
+    p("job", {"job": "gemm2", "batch": 256, "index": 5, "total": 6})
+    p("measured", {"job": "gemm1", "config": "a", "result": "5.00 us", "time_us": 5.0})
+    p("measured", {"job": "gemm2", "config": "b", "result": "20.00 us", "time_us": 20.0})
+    assert p.best == 20.0 and p.current == "gemm2 batch 256"
     assert "tune:   gemm2 batch 1 -> 16x32x64 gm1 w4 s2 8.00 us (3 trials)" in buf.getvalue().splitlines()
 
 

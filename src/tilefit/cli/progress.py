@@ -74,10 +74,18 @@ class TuneProgress:
         self.timed = 0          # configs compiled and timed so far, all searches
         self.done = 0           # searches (one GEMM at one batch size) finished
         self.total = 0
-        self.best: float | None = None  # best time of the current search, microseconds
+        # Best time per GEMM's search in progress (microseconds): side by side (tune.run), the
+        # probes of two searches interleave; the bar shows the last started one's.
+        self._best: dict[Any, float] = {}
+        self._job: Any = None
         self.current = ""
         self._progress: Any = None
         self._task: Any = None
+
+    @property
+    def best(self) -> float | None:
+        """The best time so far of the search the bar names (microseconds)."""
+        return self._best.get(self._job)
 
     # The fields the bar shows, as text.
     def status(self, now: float | None = None) -> str:
@@ -98,7 +106,8 @@ class TuneProgress:
             # (tune.run) one starts before the other ends, so only rows count as done.
             self.total = data["total"]
             self.current = f"{data['job']} batch {data['batch']}"
-            self.best = None
+            self._job = data["job"]
+            self._best.pop(self._job, None)
             if self.live:
                 self._draw()
             else:
@@ -106,8 +115,9 @@ class TuneProgress:
         elif event == "measured":
             self.timed += 1
             t = data.get("time_us")
-            if t is not None and (self.best is None or t < self.best):
-                self.best = t
+            job = data.get("job", self._job)
+            if t is not None and t < self._best.get(job, float("inf")):
+                self._best[job] = t
             if self.live:
                 self._draw()
         elif event == "row":

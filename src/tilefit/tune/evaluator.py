@@ -1,8 +1,8 @@
 """How a search's configs get measured: journal first, then compile (CPU pool) -> run (GPU pool)
 per config on its own thread; idle compile workers compile ahead (prefetch.py: the configs a search
-says it may ask for next, then those the performance model ranks highest); `quiet()` holds every compile back (prefetches, and the searches of other GEMMs
-running side by side) while finalists are re-timed, so no compile shares the host with a timing
-that a host-side launch could spoil. A search's timings only rank configs (its best few are
+says it may ask for next, then those the performance model ranks highest); `quiet()` holds every
+compile back (prefetches, and the searches of other GEMMs running side by side) while finalists
+are re-timed, so no compile shares the host with a timing that a host-side launch could spoil. A search's timings only rank configs (its best few are
 re-timed in quiet), so they use the target's shorter `probe` timing.
 """
 
@@ -152,7 +152,8 @@ class Evaluator:
         self.journal.record(self.name, key, batch, config, r)
         if isinstance(r, DoesNotFit):
             self.model_bugs.append(ModelBug(key, config, r))
-        self.progress("measured", {"config": config.label(), "result": describe(r),
+        self.progress("measured", {"job": shape.gemm, "config": config.label(),
+                                   "result": describe(r),
                                    "time_us": r.time_us if isinstance(r, Ok) else None})
         return r
 
