@@ -261,17 +261,22 @@ def test_hints_name_the_next_chunk_and_change_no_choice():
     def predict(c):
         return predict_us(c, EP8, 64, dev, fake.smem_bytes(c, EP8))
 
-    def run(hint):
+    def run(hint, batch=64):
         calls = []
 
         def ev(configs):
             calls.append(list(configs))
-            return [Ok(fake.time_us(c, EP8, 64)) for c in configs]
+            return [Ok(fake.time_us(c, EP8, batch)) for c in configs]
         found = fast.search(SearchSpace(space, predict, axes=AXES, hint=hint), ev, Budget())
         return [c for c, _ in found.measured], calls
 
     hints: list[list] = []
     measured, calls = run(hints.append)
+    for batch in (1, 4096):  # distinct configs, none of the chunk being measured
+        seen: list[list] = []
+        _, chunks = run(seen.append, batch)
+        assert all(len(set(h)) == len(h) and not set(h) & set(chunks[i + 1])
+                   for i, h in enumerate(seen))
     assert measured == run(None)[0]
     assert len(hints) == len(calls) - 1  # every chunk after the first call (top and seeds)
     used = 0

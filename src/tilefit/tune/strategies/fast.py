@@ -155,8 +155,9 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
         if space.hint is not None:
             # The chunk after this one if this one changes nothing: compiled meanwhile, it is
             # warm when asked for (a hint: it changes no choice).
-            rest = [c for c in anywhere if c not in pick]
-            space.hint(near[half:2 * half] + rest[:opts.chunk - len(near[half:2 * half])])
+            near_next = [c for c in near if c not in pick][:half]
+            rest = [c for c in anywhere if c not in pick and c not in near_next]
+            space.hint(near_next + rest[:opts.chunk - len(near_next)])
         if not t.measure(pick):
             break
         stale = 0 if t.best()[1] < before / (1.0 + opts.min_gain) else stale + 1
