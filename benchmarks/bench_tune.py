@@ -294,8 +294,16 @@ def main() -> None:
                    "its --work folder (with --layouts, --dtype, --against, --tag); no GPU")
     args = p.parse_args()
     if args.rebuild:
+        if not args.against:
+            p.error("--rebuild needs --against DIR: the recorded sweeps the run's check was "
+                    "judged against")
         for layout in args.layouts.split(","):
-            print(_write(args, layout, rebuild(args.rebuild, layout, args.dtype, args.against, args.tag)))
+            try:
+                data = rebuild(args.rebuild, layout, args.dtype, args.against, args.tag)
+            except FileNotFoundError as e:  # one line, not a traceback: a wrong folder is a usage error
+                p.error(f"--rebuild: {e.filename} not found (WORK is a bench_tune --work folder, "
+                        f"with {layout}/fast/tune_summary.json; --against holds the sweeps' journals)")
+            print(_write(args, layout, data))
         return
     if args.refloor:
         for path in args.refloor:

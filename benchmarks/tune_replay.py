@@ -366,6 +366,11 @@ def main() -> None:
     p.add_argument("--compile-s", type=float, default=None,
                    help="one cold compile's latency (default: calibrated per dtype, see COMPILE_S)")
     args = p.parse_args()
+    for option, given, known in (("--layouts", args.layouts, V4_RUNS),
+                                 ("--variants", args.variants, VARIANTS)):
+        unknown = [x for x in given.split(",") if x not in known]
+        if unknown:
+            p.error(f"{option}: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
     if args.retime:
         retime_table()
         return

@@ -66,3 +66,27 @@ def test_a_check_cut_short_is_read_back_from_its_journal(tmp_path):
         mine = next(f for f in rows[(r["job"], r["batch"])]["finalists"] if f["config"] == r["config"])
         assert len(mine["rounds_us"]) == 5
         assert mine["median_us"] == pytest.approx(r["pick_in_sweep_us"])
+
+
+@pytest.mark.parametrize("argv", [["--layouts", "ep8_bf16,ep8"], ["--variants", "v4,v5"]])
+def test_an_unknown_layout_or_variant_is_one_line_and_exit_2(argv, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["tune_replay.py", *argv])
+    with pytest.raises(SystemExit) as exit_:
+        tune_replay.main()
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"{argv[0]}: unknown {argv[1].split(',')[1]}; choose from" in err
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--against", str(BENCH / "results" / "tune_v3_journals")], "fast/tune_summary.json not found"),
+    ([], "--rebuild needs --against DIR")])
+def test_rebuild_from_a_wrong_folder_is_one_line_and_exit_2(tmp_path, extra, says):
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(BENCH.parent / "src")}
+    proc = subprocess.run([sys.executable, str(BENCH / "bench_tune.py"), "--rebuild", str(tmp_path),
+                           "--layouts", "ep8", "--dtype", "bf16", *extra],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and says in proc.stderr
