@@ -6,6 +6,7 @@ tables of benchmarks/RESULTS.md) and `--rebuild` (a result file from a run's wor
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -83,13 +84,17 @@ def summarize(paths: list[str]) -> str:
     return "\n".join(out)
 
 
-def paired_over(mine: list[float], others: list[list[float]]) -> float | None:
+def paired_over(mine: list[float | None], others: list[list[float | None]]) -> float | None:
     """The pick against each of `others` in the rounds both ran (the median of the per-round
-    ratios: a GPU that runs slower in later rounds slows both alike), the worst of them."""
+    ratios: a GPU that runs slower in later rounds slows both alike), the worst of them. Round i
+    of one is paired with round i of the other; a round either failed is left out."""
     import statistics
 
-    ratios = [statistics.median(a / b for a, b in zip(mine, o) if a and b) for o in others
-              if any(a and b for a, b in zip(mine, o))]
+    def timed(a: float | None, b: float | None) -> bool:  # a failed round is None or inf
+        return bool(a and b and math.isfinite(a) and math.isfinite(b))
+
+    ratios = [statistics.median(a / b for a, b in zip(mine, o) if timed(a, b)) for o in others
+              if any(timed(a, b) for a, b in zip(mine, o))]
     return max(ratios) if ratios else None
 
 
@@ -108,7 +113,7 @@ def _check_from_journal(folder: Path) -> dict[str, Any]:
             seen = rounds.setdefault((rest.split(":")[0], e.batch), {}).setdefault(e.config, {})
             seen[int(head[len("retime"):])] = e.result.time_us
     rows = [{"job": job, "batch": batch, "finalists": [
-        {"config": c.label(), "rounds_us": [r[i] for i in sorted(r)],
+        {"config": c.label(), "rounds_us": [r.get(i) for i in range(max(r) + 1)],  # None: failed
          "median_us": statistics.median(r.values())} for c, r in configs.items()]}
         for (job, batch), configs in sorted(rounds.items())]
     return {"rows": rows, "model_bugs": [], "worker_restarts": 0}

@@ -68,6 +68,30 @@ def test_a_check_cut_short_is_read_back_from_its_journal(tmp_path):
         assert mine["median_us"] == pytest.approx(r["pick_in_sweep_us"])
 
 
+
+def test_paired_ratios_pair_the_same_rounds_and_skip_failed_ones(tmp_path):
+    """A round a config failed (no journal line, or inf in a live check) is left out of the
+    pairing, not shifted onto the next round of the other config."""
+    import gzip
+
+    from tune_results import _check_from_journal, paired_over
+
+    from tilefit.kernels.triton_moe.config import MoEConfig
+
+    assert paired_over([float("inf"), float("inf"), 10.0], [[10.0, 10.0, 10.0]]) == 1.0
+    assert paired_over([None, 11.0, 20.0], [[30.0, 10.0, 20.0]]) == pytest.approx(1.05)
+    lines = gzip.decompress((BENCH / "results" / "tune_v5" / "ep8_bf16_r5a_check.jsonl.gz")
+                            .read_bytes()).decode().splitlines(keepends=True)
+    gone = next(i for i, line in enumerate(lines) if '"retime1:gemm1' in line
+                and '"batch": 64' in line)
+    (tmp_path / "journal.jsonl").write_text("".join(lines[:gone] + lines[gone + 1:]))
+    label = MoEConfig.from_dict(json.loads(lines[gone])["config"]).label()
+    row = next(r for r in _check_from_journal(tmp_path)["rows"]
+               if (r["job"], r["batch"]) == ("gemm1", 64))
+    cut = next(f for f in row["finalists"] if f["config"] == label)
+    assert len(cut["rounds_us"]) == 5 and cut["rounds_us"][1] is None
+
+
 @pytest.mark.parametrize("argv", [["--layouts", "ep8_bf16,ep8"], ["--variants", "v4,v5"]])
 def test_an_unknown_layout_or_variant_is_one_line_and_exit_2(argv, monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["tune_replay.py", *argv])
