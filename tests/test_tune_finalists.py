@@ -247,3 +247,28 @@ def test_batches_timed_with_events_are_retimed_over_more_rounds(tmp_path):
                               compile_workers=2, rounds=3, drop=0.0))
     for row in report.rows:
         assert {len(f.rounds_us) for f in row.finalists} == ({5} if row.batch > 64 else {3})
+
+
+class _EventsFrom1024(FakeTarget):
+    """The fake, timed 'with CUDA events' from batch 1024 on (tilefit_moe: above the graph limit)."""
+
+    def timing(self, shape, batch):
+        return "events" if batch >= 1024 else "graph"
+
+
+def test_batch_sizes_timed_with_events_get_at_least_event_rounds(tmp_path):
+    """run.py re-times on `rounds` where graphs time, at least `event_rounds` where events do
+    (finalists.rounds_for; tune_cmd's --rounds 0 keeps no re-timing anywhere)."""
+    from tilefit.tune.finalists import rounds_for
+
+    assert [rounds_for(3, 5, "graph"), rounds_for(3, 5, "events"), rounds_for(7, 5, "events"),
+            rounds_for(0, 5, "events")] == [3, 5, 7, 0]
+    spec = TargetSpec.of(f"{__name__}:_EventsFrom1024", seed=11, grid="distinct")
+    tune(TuneRequest(spec, (LAYER,), (16, 1024), tmp_path, "h200", "NVIDIA H200",
+                     compile_workers=2, compile_timeout_s=20.0, run_timeout_s=20.0, rounds=2,
+                     event_rounds=4, drop=0.0))
+    rounds: dict[int, set[str]] = {}
+    for e in read_entries(tmp_path / JOURNAL, MOE_SPACE.from_dict):
+        if e.shape.startswith("retime"):
+            rounds.setdefault(e.batch, set()).add(e.shape.split(":")[0])
+    assert rounds == {16: {"retime0", "retime1"}, 1024: {f"retime{r}" for r in range(4)}}

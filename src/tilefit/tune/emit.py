@@ -28,7 +28,7 @@ from typing import Any
 
 from tilefit._io import write_json_atomic
 from tilefit.errors import UsageError
-from tilefit.tune.finalists import gather, ranked, retime
+from tilefit.tune.finalists import gather, ranked, retime, rounds_for
 from tilefit.tune.report import Row
 from tilefit.tune.targets.base import TuneShape
 
@@ -95,13 +95,11 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
 
 
 def _run_rounds(req: Any, target: Any) -> Rounds:
-    """The run's own re-timing rounds for a GEMM and batch size (run.py: at least
+    """The run's own re-timing rounds for a GEMM and batch size (finalists.rounds_for: at least
     `event_rounds` where the target times with CUDA events, whose rounds spread most), so an
     emission re-times on as many rounds as the picks did, reusing theirs from the journal."""
     def rounds(shape: TuneShape, batch: int) -> int:
-        if req.rounds > 0 and target.timing(shape, batch) == "events":
-            return max(req.rounds, req.event_rounds)
-        return max(1, req.rounds)
+        return max(1, rounds_for(req.rounds, req.event_rounds, target.timing(shape, batch)))
     return rounds
 
 

@@ -45,6 +45,12 @@ EVENT_ROUNDS = 5  # ... at batch sizes the target times with CUDA events (see ab
 DROP = 0.03  # after each round, finalists whose fastest round is this far behind the lead stop
 
 
+def rounds_for(rounds: int, event_rounds: int, timing: str) -> int:
+    """The re-timing rounds at a batch size the target times with `timing`: at least
+    `event_rounds` where CUDA events time it (see above); 0 (no re-timing) stays 0."""
+    return max(rounds, event_rounds) if rounds > 0 and timing == "events" else rounds
+
+
 def gather(groups: Iterable[tuple[str, Sequence[tuple[Any, Result | None]]]], top: int
            ) -> list[tuple[Any, tuple[str, ...], float | None]]:
     """(config, sources, best search time) for the `top` fastest measured configs of the

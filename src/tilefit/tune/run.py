@@ -23,7 +23,8 @@ from typing import Any
 
 from tilefit._io import write_json_atomic
 from tilefit.tune import perfmodel
-from tilefit.tune.finalists import DROP, EVENT_ROUNDS, FINALISTS, ROUNDS, gather, ranked, retime
+from tilefit.tune.finalists import (DROP, EVENT_ROUNDS, FINALISTS, ROUNDS, gather, ranked, retime,
+                                    rounds_for)
 from tilefit.tune.device import DeviceFigures
 from tilefit.tune.evaluator import Evaluator, Predictions, Progress
 from tilefit.tune.journal import Journal
@@ -324,9 +325,7 @@ class _Run:
                 found: list[tuple[Any, tuple[str, ...], float | None]]) -> list[Retimed]:
         if self.req.rounds <= 0:  # the search's own timings decide
             return [Retimed(c, (t,) if t is not None else (), t, s) for c, s, t in found]
-        rounds = self.req.rounds
-        if self.target.timing(shape, batch) == "events":
-            rounds = max(rounds, self.req.event_rounds)
+        rounds = rounds_for(self.req.rounds, self.req.event_rounds, self.target.timing(shape, batch))
         return retime(self.evaluator, shape, batch, found, rounds, self.req.drop)
 
     def _checked_best(self, shape: TuneShape, batch: int, chosen: list[Retimed]) -> Retimed | None:
