@@ -80,9 +80,9 @@ def _scan_piece(path: str, start: int, stop: int, detail_lines: int, rules: tupl
         folded, opened, used = fold(records, reader, covered, opened, hold=FOLD_RECORDS)
         out.extend(folded)
         if used:
-            first = records[used][0] if used < len(records) else 0
+            first = records[used][0] if used < len(records) else None  # the first line kept
             del records[:used]
-            kept = [x for x in covered if x >= first] if first else []
+            kept = [] if first is None else [x for x in covered if x >= first]
             covered.clear()
             covered.update(kept)
 

@@ -83,7 +83,7 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
                                  [gemm1, gemm2 or {}])
         if caveat:
             how += "; " + caveat
-        paths = get_engine(engine).write_tuned_configs(
+        paths = runs.engine.write_tuned_configs(
             Path(req.out_dir) / engine, E=layer.experts, N=layer.width,
             device_name=req.device_name, weight_dtype=layer.dtype,  # the engines' names
             gemm1={b: c.as_dict() for b, c in gemm1.items()},

@@ -2,8 +2,9 @@
 per config on its own thread; idle compile workers compile ahead (prefetch.py: the configs a search
 says it may ask for next, then those the performance model ranks highest); `quiet()` holds every
 compile back (prefetches, and the searches of other GEMMs running side by side) while finalists
-are re-timed, so no compile shares the host with a timing that a host-side launch could spoil. A search's timings only rank configs (its best few are
-re-timed in quiet), so they use the target's shorter `probe` timing.
+are re-timed, so no compile shares the host with a timing that a host-side launch could spoil.
+A search's timings only rank configs (its best few are re-timed in quiet), so they use the
+target's shorter `probe` timing.
 """
 
 from __future__ import annotations
