@@ -18,13 +18,18 @@ import triton.language as tl
 
 # num_valid (= T*k) changes with every batch: left unspecialised, one compiled kernel serves every
 # batch size (a precompiled config is then a cache hit at any batch; see tune.targets.tilefit_moe).
-@triton.jit(do_not_specialize=["num_valid"])
+# GROUP_SIZE_M is a runtime argument, unspecialised too: it only enters the program-id arithmetic,
+# which divides by the runtime column count anyway, so the four GROUP_SIZE_M values of a tile share
+# one compiled kernel (a tuning run compiles a tile once, not once per value; the engines' kernels
+# take it as a constexpr, which changes a few integer instructions per program, not the main loop).
+@triton.jit(do_not_specialize=["num_valid", "GROUP_SIZE_M"])
 def fused_moe_kernel(
     a_ptr, b_ptr, c_ptr,
     a_scale_ptr, b_scale_ptr,  # fp8 only: [A rows, K/GROUP_K] fp32 and [E, N/GROUP_N, K/GROUP_K]
     topk_weights_ptr,  # [T*k] fp32, used when MUL_ROUTED_WEIGHT
     sorted_ids_ptr, expert_ids_ptr,
     N, K, num_padded, num_valid,  # num_valid = T*k: ids >= it are padding
+    GROUP_SIZE_M,  # row blocks per column sweep (see the grouped ordering below)
     stride_am, stride_ak,
     stride_be, stride_bn, stride_bk,
     stride_cm, stride_cn,
@@ -36,7 +41,6 @@ def fused_moe_kernel(
     GROUP_K: tl.constexpr,
     GROUP_N: tl.constexpr,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr,
 ):
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(num_padded, BLOCK_SIZE_M)

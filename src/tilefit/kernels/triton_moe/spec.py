@@ -6,7 +6,7 @@ The representative call is gemm1 of GLM-5 under EP8 (N = 4096, K = 6144, 256 tok
 `shape` tests check that other shapes and gemm2 compile to the same shared memory. To precompile
 exactly what a launch will run (Triton's cache then serves the launch), pass the real N, K, E and
 topk; the token count does not matter (num_valid is not specialised, num_padded is always a
-multiple of BLOCK_SIZE_M).
+multiple of BLOCK_SIZE_M), nor does GROUP_SIZE_M (a runtime argument, not specialised either).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ def oracle_args(config: MoEConfig, dtype: str, *, gemm: str = "gemm1",
         a_ptr=elem, b_ptr=elem, c_ptr=out, a_scale_ptr=f32, b_scale_ptr=f32,
         topk_weights_ptr=f32, sorted_ids_ptr=i32, expert_ids_ptr=i32,
         N=n, K=k, num_padded=padded - padded % config.block_m, num_valid=rows,
+        GROUP_SIZE_M=config.group_m,
         stride_am=k, stride_ak=1, stride_be=n * k, stride_bn=k, stride_bk=1,
         stride_cm=n, stride_cn=1,
         stride_asm=kg if scaled else 0, stride_ask=1 if scaled else 0,
@@ -54,7 +55,6 @@ def oracle_args(config: MoEConfig, dtype: str, *, gemm: str = "gemm1",
         A_ROWS_PER_TOKEN=a_rows_per_token, MUL_ROUTED_WEIGHT=gemm == "gemm2",
         BLOCK_SCALED=scaled, GROUP_K=FP8_BLOCK, GROUP_N=FP8_BLOCK,
         BLOCK_SIZE_M=config.block_m, BLOCK_SIZE_N=config.block_n, BLOCK_SIZE_K=config.block_k,
-        GROUP_SIZE_M=config.group_m,
     )
     return args, constexprs
 
