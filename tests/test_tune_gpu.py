@@ -1,6 +1,7 @@
 """The tuner on a real GPU: a config compiled by a compile worker (the compiler oracle, no GPU)
-must be what the GPU worker's launch finds in Triton's cache, at every batch size. Otherwise each
-first launch would compile again, serially, on the GPU worker."""
+must be what the GPU worker's launch finds in Triton's cache, at every batch size and for every
+GROUP_SIZE_M of the tile (one compile per compile key). Otherwise each first launch would compile
+again, serially, on the GPU worker."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ def test_precompiled_config_serves_the_launch_at_every_batch(gemm, tmp_path, mon
 
     target = TilefitMoETarget(gpu="h200", warmup_ms=1, rep_ms=2)
     shape = TuneShape(gemm, 8, 1024, 256, 4, "bf16", 16)
-    config = MoEConfig(16, 64, 64, 1, 4, 3)
-    target.compile(config, shape)  # what a compile worker does
+    config = MoEConfig(16, 64, 64, 16, 4, 3)
+    target.compile(target.compile_key(config), shape)  # what a compile worker does
     hits: list[bool] = []
     previous = knobs.compilation.listener
 
@@ -32,8 +33,11 @@ def test_precompiled_config_serves_the_launch_at_every_batch(gemm, tmp_path, mon
     knobs.compilation.listener = listen
     try:
         for batch in (1, 3, 64):  # num_valid = 4, 12, 256: below 16, odd, a multiple of 16
-            assert target.run(config, shape, batch) > 0
-            assert target.check(config, shape, batch) is None
+            # GROUP_SIZE_M is a runtime argument: the key's compile serves every value of it.
+            for group_m in (1, 16, 64):
+                c = MoEConfig(16, 64, 64, group_m, 4, 3)
+                assert target.run(c, shape, batch) > 0
+                assert target.check(c, shape, batch) is None
     finally:
         knobs.compilation.listener = previous
     assert hits == [True], hits  # one JIT lookup, served by the worker's compile

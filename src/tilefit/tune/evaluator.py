@@ -108,7 +108,9 @@ class Evaluator:
 
     def compiled(self, shape: TuneShape, config: Any) -> Result:
         """The compile result of `config` for `shape`: from the journal, from a compile already in
-        flight on another thread (a prefetch), or compiled now and journaled."""
+        flight on another thread (a prefetch), or compiled now and journaled. Configs with one
+        compile key (target.compile_key) share one compile, journaled under the key."""
+        config = self.target.compile_key(config)
         key = shape.key()
         with self._lock:
             done = self.journal.lookup(self.name, key, None, config)

@@ -236,14 +236,18 @@ class _Run:
         return rows
 
     def prefetch_order(self, fitting: list[Any], model: Predictions) -> list[Any]:
-        """The `prefetch` fraction of `fitting`: each batch size's model ranking, taken in turns
-        (rank 1 at every batch, then rank 2, ...), earlier batch sizes first within a turn."""
-        count = int(self.req.prefetch * len(fitting))
+        """The `prefetch` fraction of `fitting`'s compiles: each batch size's model ranking, taken
+        in turns (rank 1 at every batch, then rank 2, ...), earlier batch sizes first within a
+        turn; one config per compile key (the first ranked stands for the others)."""
+        key = self.target.compile_key
+        count = int(self.req.prefetch * len({key(c) for c in fitting}))
         if count <= 0 or not fitting:
             return []
         rankings = [sorted(fitting, key=lambda c, p=model.at(b): (p(c), c)) for b in self.req.batches]
-        order = dict.fromkeys(c for turn in zip(*rankings) for c in turn)
-        return list(order)[:count]
+        order: dict[Any, Any] = {}
+        for c in (c for turn in zip(*rankings) for c in turn):
+            order.setdefault(key(c), c)
+        return list(order.values())[:count]
 
     def batch(self, shape: TuneShape, batch: int, space: list[Any], fitting: list[Any],
               winners: dict[str, dict[int, Any]], model: Predictions) -> Row:
@@ -268,9 +272,11 @@ class _Run:
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         per_search = None if left is None else left / max(1, self.total - done)
         t0 = time.monotonic()
-        # Configs this job already tried at other batch sizes are compiled: cheap to time. (The
-        # run's own history, not the journal's, so a resumed run retraces the same searches.)
-        warm = frozenset(self.tried.setdefault(shape.key(), set()))
+        # Configs this job already tried at other batch sizes are compiled, and so is every config
+        # sharing a compile with one of them: cheap to time. (The run's own history, not the
+        # journal's, so a resumed run retraces the same searches.)
+        compiled = {self.target.compile_key(c) for c in self.tried.setdefault(shape.key(), set())}
+        warm = frozenset(c for c in configs if self.target.compile_key(c) in compiled)
         # The strategy's hints (its next configs) compile on the spare workers while it waits.
         hint = None if not (self.req.hints and self.evaluator.can_prefetch) else \
             (lambda cs: self.evaluator.hint(shape, cs))

@@ -171,6 +171,10 @@ class Target(Protocol):
     def compile(self, config: Any, shape: TuneShape) -> None:
         """Compile (or warm the compiler cache for) one config; may run without a GPU."""
 
+    def compile_key(self, config: Any) -> Any:
+        """The config whose compile serves `config` too (itself, unless some configs differ only
+        in runtime arguments of one compiled kernel): the tuner compiles each key once."""
+
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
         """Median kernel time in microseconds."""
 

@@ -15,6 +15,7 @@ import hashlib
 import os
 import signal
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ class FakeTarget:
                  run_crash: Any = (), run_hang: Any = (), run_segv: Any = (), run_fatal: Any = (),
                  smem_lie: Any = (), compile_sleep_s: float = 0.0, run_sleep_s: float = 0.0,
                  grid: str = "full", jobs: Any = ("gemm1", "gemm2"), down_same_block_m: bool = False,
-                 search_noise: float = 0.0):
+                 search_noise: float = 0.0, shared_group_m: bool = False):
         self.seed = seed
         self.gpu = gpu
         self.smem_limit = smem_limit
@@ -69,6 +70,7 @@ class FakeTarget:
         self.down_same_block_m = down_same_block_m  # SGLang's _down rule, for tests of `restrict`
         self.ties_jobs = bool(down_same_block_m)  # whether `restrict` reads gemm1's winners
         self.search_noise = search_noise
+        self.shared_group_m = shared_group_m  # GROUP_SIZE_M a runtime argument, as in tilefit's kernel
         self._timed: set[Any] = set()  # (shape, batch, config) timed before in this process
 
     def restrict(self, job: str, batch: int, configs: list[Any],
@@ -112,6 +114,9 @@ class FakeTarget:
             raise FakeFailure(f"PassManager::run failed (fake {phase} crash for {label})")
         if phase == "run" and label in self.bad["run_fatal"]:
             raise PoisonedContext("CUDA error: an illegal memory access was encountered (fake)")
+
+    def compile_key(self, config: Any) -> Any:
+        return replace(config, group_m=1) if self.shared_group_m else config
 
     def compile(self, config: Any, shape: TuneShape) -> None:
         if self.compile_sleep_s:

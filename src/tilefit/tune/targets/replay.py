@@ -53,6 +53,9 @@ class ReplayTarget:
     def fit_reason(self, config: Any, shape: TuneShape) -> Any:
         return None
 
+    def compile_key(self, config: Any) -> Any:
+        return config
+
     def compile(self, config: Any, shape: TuneShape) -> None:
         return None
 

@@ -18,6 +18,7 @@ a shorter do_bench); `run`'s full budget is spent on the few configs re-timed fo
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,11 @@ class TilefitMoETarget:
         return [write_tilefit_store(out_dir, self.name, shape, device_name, winners, self.versions())]
 
     # -- compile (CPU worker) -------------------------------------------------------------------
+    def compile_key(self, config: Any) -> Any:
+        """GROUP_SIZE_M is a runtime argument of the kernel (kernel.py), so a tile's four
+        GROUP_SIZE_M values are one compiled kernel: GROUP_SIZE_M 1 compiles for all of them."""
+        return replace(config, group_m=1)
+
     def compile(self, config: Any, shape: TuneShape) -> None:
         """Compile for the GPU's arch with the compiler oracle (no GPU needed); a compiler crash
         or hang happens here, in a throw-away process, not in the GPU worker."""
