@@ -239,7 +239,8 @@ class Clock:
 def concurrent_s(pipelines: list[list[tuple[str, float, float]]], dt: float = 0.002) -> float:
     """Seconds for the GEMMs' pipelines run side by side: one GPU shared by the timings of both
     (fluid: two pipelines wanting it get half each), and a re-timing holds every compile back
-    (the other pipeline's compile waits stall) and waits for the other's re-timing to end."""
+    (the other pipeline's compile waits stall) and waits for the other's re-timing to end. It
+    starts at once: local compile workers in flight are paused (evaluator.quiet), not waited on."""
     todo = [list(p) for p in pipelines]
     now = 0.0
     while any(todo):

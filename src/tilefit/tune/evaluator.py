@@ -2,7 +2,9 @@
 per config on its own thread; idle compile workers compile ahead (prefetch.py: the configs a search
 says it may ask for next, then those the performance model ranks highest); `quiet()` holds every
 compile back (prefetches, and the searches of other GEMMs running side by side) while finalists
-are re-timed, so no compile shares the host with a timing that a host-side launch could spoil.
+are re-timed, so no compile shares the host with a timing that a host-side launch could spoil:
+local compile workers are stopped where they are and continue after, a pool that cannot stop
+its compiles (Ray's) is waited on until those in flight end.
 A search's timings only rank configs (its best few are re-timed in quiet), so they use the
 target's shorter `probe` timing.
 """
@@ -12,7 +14,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 from tilefit.tune import perfmodel
@@ -79,22 +81,32 @@ class Evaluator:
 
     @contextmanager
     def quiet(self) -> Iterator[None]:
-        """No compile starts inside this block, and the block starts once those running are done.
+        """No compile runs on this host inside this block: none starts, and those in flight are
+        paused (local workers) or, where the pool cannot pause, waited for before the block.
         One quiet block at a time: a second waits for the first to end."""
+        # Waiting cost 8.9-9.7 s per fp8 re-timing at batch 3072-4096 on the H200 (one long
+        # compile of a large tile; benchmarks/RESULTS.md, session 5) and stalled the other GEMM's
+        # search meanwhile; a paused compile loses only the block's seconds. A compile pool
+        # without `pause` (a test's stand-in) is one that cannot.
+        pause = getattr(self.compile_pool, "pause", None)
         with self._retiming:
             with self._gate:
                 self._quiet = True
-                while self._running:
-                    self._gate.wait()
             try:
-                yield
+                with pause() if pause is not None else nullcontext(False) as paused:
+                    if not paused:
+                        with self._gate:
+                            while self._running:
+                                self._gate.wait()
+                    yield
             finally:
                 with self._gate:
                     self._quiet = False
                     self._gate.notify_all()
 
     def _compile(self, shape: TuneShape, config: Any) -> Any:
-        """The compile pool's reply, started only outside a quiet block."""
+        """The compile pool's reply, started only outside a quiet block (one running when a
+        block begins is paused in the pool, or counted in `_running` for the block to wait on)."""
         with self._gate:
             while self._quiet:
                 self._gate.wait()

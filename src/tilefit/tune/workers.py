@@ -5,7 +5,9 @@ Each `Worker` is one spawned process that builds the target from its spec and an
 a dead process (segfault, abort, os._exit) becomes Crashed(signal), an exception becomes a result
 value, and an error the target calls fatal (a poisoned CUDA context) retires the process. The
 next request starts a fresh process. `WorkerPool` runs many requests over several workers: one
-per CPU core for compiling, one per GPU for timing.
+per CPU core for compiling, one per GPU for timing. A compile worker leads a process group of its
+own (Triton's compile runs ptxas as its child), so the pool can stop its compiles in place while
+the GPU is timed (`pause`, SIGSTOP/SIGCONT of each group) and kill a hung one with its children.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import signal
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Any
 
 from tilefit.tune.results import (CompileFailed, Crashed, LaunchFailed, Ok, Result, Timeout,
@@ -65,13 +68,18 @@ def _send(conn: Any, message: tuple[str, Any]) -> None:
 def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
     """Child process: build the target once, then serve requests until told to stop."""
     _exit_with_parent()
-    # Ctrl-C reaches the whole process group; the parent decides what stops, and a worker that
-    # raised KeyboardInterrupt would only print a traceback per process.
+    # Ctrl-C reaches the tuner's process group (a GPU worker's); the parent decides what stops,
+    # and a worker that raised KeyboardInterrupt would only print a traceback per process.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if device is None:
         # A compile worker yields the CPU to the GPU workers: a timing worker that waits for a core
         # lets the GPU idle inside its CUDA events, and small kernels then measure slow.
         os.nice(COMPILE_NICENESS)
+        # Its own process group, before "ready": the parent's pause and kill signal the group, so
+        # they reach the ptxas that Triton's compile runs as a child. Should the parent die while
+        # the group is stopped, the group is orphaned with a stopped member and the kernel sends it
+        # SIGHUP + SIGCONT (POSIX), which ends it: the parent watch cannot run while stopped.
+        os.setpgid(0, 0)
     else:
         # `device` indexes the GPUs this process was allowed to see (the parent's list, if any).
         visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
@@ -114,7 +122,9 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
 
 
 class Worker:
-    """One isolated process, restarted on demand after a crash, hang or fatal error."""
+    """One isolated process, restarted on demand after a crash, hang or fatal error. A compile
+    worker can be paused (its process group stopped) and resumed from another thread while a
+    request is in flight; its time stopped does not count against the request's timeout."""
 
     def __init__(self, spec: TargetSpec, device: int | None = None, *, start_timeout: float = 120.0):
         self.spec = spec
@@ -124,19 +134,83 @@ class Worker:
         self._proc: Any = None
         self._conn: Any = None
         self._ctx = mp.get_context("spawn")
+        # Guards the process's pause state against the calling thread's start / kill / reap.
+        self._state = threading.Condition()
+        self._ready = False  # the process said "ready": it leads its own group (compile worker)
+        self._paused = False  # asked to hold still: stopped now, or once ready, or not started
+        self._stopped_at: float | None = None  # when SIGSTOP was sent, while the group is stopped
+        self._held_s = 0.0  # seconds spent stopped before, in all
 
     @property
     def restarts(self) -> int:
         return max(0, self.starts - 1)
 
+    @property
+    def pausable(self) -> bool:
+        """Compile workers only: a GPU worker shares its parent's group, and a kernel stopped
+        mid-timing would be a wrong figure, not a quiet host."""
+        return self.device is None
+
+    def _signal(self, sig: int) -> None:
+        """`sig` to the process and its children: its group once it leads one (no group has this
+        id before), else the process alone (a GPU worker; a compile worker before its setpgid)."""
+        pid = self._proc.pid
+        for send in (os.killpg, os.kill):
+            try:
+                return send(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def _stop_group(self) -> None:  # with self._state held
+        if self._stopped_at is None:
+            self._signal(signal.SIGSTOP)
+            self._stopped_at = time.monotonic()
+            # Back only once it is stopped (a signal is acted on when the process next runs): a
+            # parent that dies before that leaves a group with no stopped member, which the
+            # kernel's orphan SIGHUP skips, and it would stop for good later. WNOWAIT: reap none.
+            try:
+                os.waitid(os.P_PID, self._proc.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+            except ChildProcessError:  # reaped already
+                pass
+
+    def _continue_group(self) -> None:  # with self._state held
+        if self._stopped_at is not None:
+            self._signal(signal.SIGCONT)
+            self._held_s += time.monotonic() - self._stopped_at
+            self._stopped_at = None
+
+    def pause(self) -> None:
+        """Stop the process where it is (a compile in flight included), until `resume`. One
+        starting is stopped once ready, and none is started meanwhile (see `_start`)."""
+        with self._state:
+            self._paused = True
+            if self._proc is not None and self._ready:
+                self._stop_group()
+
+    def resume(self) -> None:
+        with self._state:
+            self._paused = False
+            if self._proc is not None:
+                self._continue_group()
+            self._state.notify_all()
+
+    def _held_now(self) -> float:
+        with self._state:
+            now = time.monotonic() - self._stopped_at if self._stopped_at is not None else 0.0
+            return self._held_s + now
+
     def _start(self) -> Result | None:
+        with self._state:
+            while self._paused:  # a fresh process would load the CPU through the whole pause
+                self._state.wait()
         self.starts += 1
         parent, child = self._ctx.Pipe()
         proc = self._ctx.Process(target=_worker_main, args=(child, self.spec, self.device),
                                  daemon=True)
         proc.start()
         child.close()
-        self._proc, self._conn = proc, parent
+        with self._state:
+            self._proc, self._conn, self._ready = proc, parent, False
         if not parent.poll(self.start_timeout):
             self._kill()
             return Timeout(self.start_timeout, "start")
@@ -147,7 +221,22 @@ class Worker:
         if kind != "ready":
             self._kill()
             return LaunchFailed(f"worker could not build the target: {detail}")
+        with self._state:
+            self._ready = True
+            if self._paused:  # a pause came while it started: it holds still from now on
+                self._stop_group()
         return None
+
+    def _replied(self, timeout: float) -> bool:
+        """Whether a reply came within `timeout` seconds of the process running: a pause (a
+        quiet block, seconds) must not make a compile of a few seconds a Timeout."""
+        start, held = time.monotonic(), self._held_now()
+        while True:
+            left = timeout - (time.monotonic() - start) + (self._held_now() - held)
+            if self._conn.poll(max(0.0, left)):
+                return True
+            if left <= 0:
+                return False
 
     def call(self, op: str, config: Any, shape: TuneShape, batch: int | None,
              timeout: float) -> Any:
@@ -157,8 +246,9 @@ class Worker:
             if failed is not None:
                 return failed
         try:
+            # To a stopped process too: the request waits in the pipe until it continues.
             self._conn.send((op, config.as_dict(), shape.as_dict(), batch))
-            if not self._conn.poll(timeout):
+            if not self._replied(timeout):
                 self._kill()
                 return Timeout(timeout, op)
             kind, reply = self._conn.recv()
@@ -169,26 +259,39 @@ class Worker:
             self._kill()
         return reply
 
+    def _forget(self) -> Any:
+        """The process, detached from this worker (dead or dying): a later pause or resume
+        leaves it alone, and its time stopped so far still counts as held."""
+        with self._state:
+            proc = self._proc
+            if proc is not None:
+                self._continue_group()  # for the count: SIGCONT is moot to a killed group
+            self._proc, self._ready = None, False
+            return proc
+
     def _reap(self, phase: str) -> Crashed:
         proc = self._proc
+        if proc is None:  # stopped from another thread (a pool closed under a request)
+            return Crashed(None, None, phase)
         proc.join(5)
-        if proc.is_alive():
-            self._kill()
+        self._kill()  # one that hangs on, or what is left of its group (a ptxas, maybe stopped)
         code = proc.exitcode
-        self._proc = None
         if code is not None and code < 0:
             return Crashed(-code, None, phase)
         return Crashed(None, code, phase)
 
     def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.is_alive():
-            proc.kill()  # SIGKILL: a hung compiler or kernel gets no say
-        proc.join(5)
+        with self._state:
+            if self._proc is not None:
+                # SIGKILL: a hung compiler or kernel gets no say; a stopped one dies as well, and
+                # so does the ptxas a compile worker ran, which would outlive it otherwise.
+                self._signal(signal.SIGKILL)
+        proc = self._forget()
+        if proc is not None:
+            proc.join(5)
 
     def stop(self) -> None:
+        self.resume()  # a stopped process could not read "stop"
         if self._proc is not None and self._proc.is_alive():
             try:
                 self._conn.send(("stop", None, None, None))
@@ -209,6 +312,12 @@ class RequestPool(ABC):
     @abstractmethod
     def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
         """One request's reply, or a failure value; thread-safe."""
+
+    @contextmanager
+    def pause(self) -> Iterator[bool]:
+        """Hold the pool's requests in flight stopped for the block, if it can: yields whether it
+        does. This default cannot (a Ray task runs on a host this process does not signal)."""
+        yield False
 
     def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]]) -> list[Any]:
         if self._threads is None:
@@ -238,6 +347,8 @@ class WorkerPool(RequestPool):
         self._idle: queue.Queue[Worker] = queue.Queue()
         for w in self.workers:
             self._idle.put(w)
+        self._pausing = threading.Lock()
+        self._pauses = 0  # pause blocks open (they may nest or overlap: the last one resumes)
 
     def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
         """One request on the next idle worker (blocks while all are busy); thread-safe."""
@@ -247,13 +358,34 @@ class WorkerPool(RequestPool):
         finally:
             self._idle.put(worker)
 
+    @contextmanager
+    def pause(self) -> Iterator[bool]:
+        """Compile workers: each stopped (its group) for the block with its request in flight, then
+        continued; requests sent meanwhile wait, and so does a (re)start. GPU workers: False."""
+        if not all(w.pausable for w in self.workers):
+            yield False
+            return
+        with self._pausing:
+            self._pauses += 1
+            if self._pauses == 1:
+                for w in self.workers:
+                    w.pause()
+        try:
+            yield True
+        finally:
+            with self._pausing:
+                self._pauses -= 1
+                if self._pauses == 0:
+                    for w in self.workers:
+                        w.resume()
+
     @property
     def restarts(self) -> int:
         return sum(w.restarts for w in self.workers)
 
     def close(self) -> None:
         for w in self.workers:
-            w.stop()
+            w.stop()  # resumes a paused worker first, so it can read "stop" and leave
         super().close()
 
 

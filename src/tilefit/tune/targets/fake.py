@@ -1,6 +1,7 @@
 """A fake target for CPU tests: the triton-moe config space, deterministic synthetic times, and
 configs that misbehave on purpose (compile crash / hang / segfault, run crash / hang / segfault /
-poisoned context / a shared-memory failure the model did not predict).
+poisoned context / a shared-memory failure the model did not predict), and compiles that sleep,
+in the worker or in a child process (as Triton's compile runs ptxas).
 
 Times are a seeded, structured distortion of the performance model (per-axis-value factors, a
 BLOCK_M x BLOCK_N interaction, a little per-config noise), so the model ranks imperfectly as on
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -53,7 +55,8 @@ class FakeTarget:
     def __init__(self, *, seed: int = 0, gpu: str = "h200", smem_limit: int = LIMIT_SM90,
                  compile_crash: Any = (), compile_hang: Any = (), compile_segv: Any = (),
                  run_crash: Any = (), run_hang: Any = (), run_segv: Any = (), run_fatal: Any = (),
-                 smem_lie: Any = (), compile_sleep_s: float = 0.0, run_sleep_s: float = 0.0,
+                 smem_lie: Any = (), compile_sleep_s: float = 0.0, compile_child_s: float = 0.0,
+                 run_sleep_s: float = 0.0,
                  grid: str = "full", jobs: Any = ("gemm1", "gemm2"), down_same_block_m: bool = False,
                  search_noise: float = 0.0, shared_group_m: bool = False):
         self.seed = seed
@@ -64,6 +67,7 @@ class FakeTarget:
             run_crash=run_crash, run_hang=run_hang, run_segv=run_segv, run_fatal=run_fatal,
             smem_lie=smem_lie).items()}
         self.compile_sleep_s = compile_sleep_s
+        self.compile_child_s = compile_child_s
         self.run_sleep_s = run_sleep_s
         self.grid = grid
         self.jobs = tuple(jobs)
@@ -121,6 +125,8 @@ class FakeTarget:
     def compile(self, config: Any, shape: TuneShape) -> None:
         if self.compile_sleep_s:
             time.sleep(self.compile_sleep_s)
+        if self.compile_child_s:
+            subprocess.run(["sleep", str(self.compile_child_s)], check=True)
         self._misbehave("compile", config)
 
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
