@@ -82,7 +82,7 @@ def _request(args: argparse.Namespace, layer: Any, out: Path, retime_ms: tuple[f
         spec = TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu=args.gpu,
                              warmup_ms=warmup_ms, rep_ms=rep_ms, graph_ms=graph_ms,
                              probe_warmup_ms=args.probe_warmup_ms, probe_rep_ms=args.probe_rep_ms,
-                             graph_max_batch=args.graph_max_batch)
+                             probe_launches=args.probe_launches, graph_max_batch=args.graph_max_batch)
         devices = tuple(range(torch.cuda.device_count()))[: args.gpus or None]
     return TuneRequest(spec, (layer,), kw.pop("batches"), out, args.gpu, args.device_name,
                        compile_workers=args.compile_workers or default_compile_workers(),
@@ -108,7 +108,7 @@ def fast_run(args: argparse.Namespace, layout: str) -> Any:
     layer = layer_shape(layout, args.dtype)
     req = _request(args, layer, Path(args.work) / layout / "fast", batches=tuple(args.batches),
                    strategy="fast", measure_ceilings=args.target != "fake",
-                   side_by_side=not args.in_turns,
+                   side_by_side=not args.in_turns, split_at=args.split_at,
                    provenance={"model": "GLM-5", "layout": layout.upper()})
     print(f"[{layout}] fast strategy, {len(args.batches)} batch sizes", file=sys.stderr, flush=True)
     return tune(req, _log(f"{layout} fast"))
@@ -283,6 +283,11 @@ def main() -> None:
     p.add_argument("--probe-warmup-ms", type=float, default=1.0,
                    help="search timings (fast and exhaustive alike); finalists use --warmup-ms/--rep-ms")
     p.add_argument("--probe-rep-ms", type=float, default=5.0)
+    p.add_argument("--probe-launches", type=int, default=8,
+                   help="launches in a search timing's CUDA graph (the finalists' graphs keep 24)")
+    p.add_argument("--split-at", type=int, default=1024,
+                   help="the fast run searches the batch sizes from here up as a segment of their "
+                        "own, beside the smaller ones (0: one segment, as before session 6)")
     p.add_argument("--graph-max-batch", type=int, default=256)
     p.add_argument("--work", default=".cache/bench_tune")
     p.add_argument("--resume", action="store_true")

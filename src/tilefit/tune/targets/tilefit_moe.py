@@ -37,6 +37,10 @@ MIN_REPLAYS, PROBE_MIN_REPLAYS = 4, 3  # graph replays timed at least (the first
 # The CUDA-graph batch limit when no engine setting is given: batches up to it are graph-timed.
 GRAPH_MAX_BATCH = 256
 GRAPH_LAUNCHES = 24  # launches captured in one graph (at least; a multiple of the weight copies)
+# ... in a probe's graph: a replay's fixed cost is the same for every config, so fewer launches
+# rank configs alike, and at batch 32-256 (100-300 us a launch) 24 launches made each of a probe's
+# at-least-4 replays 2.4-7 ms, three to five times the probe's 6 ms budget.
+PROBE_GRAPH_LAUNCHES = 8
 L2_MULTIPLE = 4  # the rotated weight copies touch this many times the L2 size per graph pass
 ROTATE_MAX_BYTES = 16 << 30  # memory the weight copies may take at most
 GRAPH = "cuda-graph"
@@ -58,7 +62,7 @@ class TilefitMoETarget:
                  warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS, jobs: Any = None,
                  arch: str = "", graph_max_batch: int = GRAPH_MAX_BATCH,
                  probe_warmup_ms: float = PROBE_WARMUP_MS, probe_rep_ms: float = PROBE_REP_MS,
-                 graph_ms: float = GRAPH_MS):
+                 graph_ms: float = GRAPH_MS, probe_launches: int = PROBE_GRAPH_LAUNCHES):
         self.gpu = gpu
         self.arch_name = arch  # set for a GPU not in the catalog: its arch read from the device
         if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
@@ -67,6 +71,7 @@ class TilefitMoETarget:
         self.warmup_ms, self.rep_ms = warmup_ms, rep_ms
         self.graph_ms = graph_ms
         self.probe_warmup_ms, self.probe_rep_ms = probe_warmup_ms, probe_rep_ms
+        self.probe_launches = probe_launches
         self.graph_max_batch = graph_max_batch
         self.device = device  # "cpu" only for `check` under TRITON_INTERPRET=1 (tests)
         self._inputs: dict[Any, Any] = {}
@@ -248,22 +253,23 @@ class TilefitMoETarget:
 
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
         return self._time(config, shape, batch, self.warmup_ms, self.rep_ms, MIN_REPLAYS,
-                          self.graph_ms)
+                          self.graph_ms, GRAPH_LAUNCHES)
 
     def probe(self, config: Any, shape: TuneShape, batch: int) -> float:
         """`run` on the search's shorter budget (the module docstring says why)."""
         return self._time(config, shape, batch, self.probe_warmup_ms, self.probe_rep_ms,
-                          PROBE_MIN_REPLAYS, self.probe_warmup_ms + self.probe_rep_ms)
+                          PROBE_MIN_REPLAYS, self.probe_warmup_ms + self.probe_rep_ms,
+                          self.probe_launches)
 
     def _time(self, config: Any, shape: TuneShape, batch: int, warmup_ms: float, rep_ms: float,
-              min_replays: int, graph_ms: float) -> float:
+              min_replays: int, graph_ms: float, graph_launches: int) -> float:
         import torch
         from triton.testing import do_bench
 
         if self.timing(shape, batch) == GRAPH:
             # Graph replays rotating over the weight copies: microseconds per launch.
             launches = [self._launch(config, shape, batch, w) for w in self.rotated_weights(shape)]
-            return replay_us(launches, graph_ms, min_replays)
+            return replay_us(launches, graph_ms, min_replays, graph_launches)
         launch = self._launch(config, shape, batch)
         launch()  # compile (a cache hit after the CPU pool) and surface launch errors untimed
         torch.cuda.synchronize()
@@ -301,9 +307,10 @@ class TilefitMoETarget:
         return None if err <= tol * (scale or 1.0) else f"max error {err:.3g} > {tol} x {scale:.3g}"
 
 
-def replay_us(launches: list[Any], budget_ms: float, min_replays: int = MIN_REPLAYS) -> float:
+def replay_us(launches: list[Any], budget_ms: float, min_replays: int = MIN_REPLAYS,
+              graph_launches: int = GRAPH_LAUNCHES) -> float:
     """Microseconds per launch: the median over replays (at least `min_replays`, about
-    `budget_ms` in all) of one captured CUDA graph of `launches` repeated to GRAPH_LAUNCHES or
+    `budget_ms` in all) of one captured CUDA graph of `launches` repeated to `graph_launches` or
     more; the first replay, which warms the graph's launch path, is left out."""
     import statistics
 
@@ -312,7 +319,7 @@ def replay_us(launches: list[Any], budget_ms: float, min_replays: int = MIN_REPL
     for launch in launches:  # compile (a cache hit) and surface launch errors outside capture
         launch()
     torch.cuda.synchronize()
-    passes = max(1, -(-GRAPH_LAUNCHES // len(launches)))
+    passes = max(1, -(-graph_launches // len(launches)))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         for _ in range(passes):
