@@ -55,3 +55,17 @@ def test_an_empty_hint_and_drop_forget_queued_work():
         threading.Event().wait(0.01)
     p.close()
     assert done == [("gemm1", "first"), ("gemm2", "kept")]
+
+
+def test_two_searches_of_one_shape_keep_their_own_hints():
+    """One job's two batch-size segments search the same shape at once: a hint replaces only the
+    earlier hint of its own search, and dropping the shape forgets both."""
+    p, go, done = _held()
+    p.hint(G1, ["low-old"], source=1)
+    p.hint(G1, ["high"], source=1024)
+    p.hint(G1, ["low-new"], source=1)
+    go.set()
+    while len(done) < 3:
+        threading.Event().wait(0.01)
+    p.close()
+    assert done == [("gemm1", "first"), ("gemm1", "high"), ("gemm1", "low-new")]

@@ -27,7 +27,7 @@ from tilefit.tune.targets.base import TuneShape
 # Compile workers kept free of prefetching, for the configs a search is waiting on (the fast
 # strategy's chunk): prefetching only ever uses the workers beyond these.
 RESERVED_COMPILE_WORKERS = 8
-SEARCHES_AT_ONCE = 2  # GEMMs searched side by side (run.py)
+SEARCHES_AT_ONCE = 4  # searches side by side: two GEMMs x two batch-size segments (schedule.py)
 
 Progress = Callable[[str, dict[str, Any]], None]
 
@@ -69,10 +69,11 @@ class Evaluator:
         if self._prefetcher is not None:
             self._prefetcher.add(shape, configs)
 
-    def hint(self, shape: TuneShape, configs: Sequence[Any]) -> None:
-        """A search's next configs, compiled before any prefetch list (replaces its last hint)."""
+    def hint(self, shape: TuneShape, configs: Sequence[Any], source: Any = None) -> None:
+        """A search's next configs, compiled before any prefetch list (replaces the last hint of
+        the same search: `shape` and `source`)."""
         if self._prefetcher is not None:
-            self._prefetcher.hint(shape, configs)
+            self._prefetcher.hint(shape, configs, source)
 
     def stop_prefetch(self, shape: TuneShape) -> None:
         """Drop `shape`'s prefetches not started yet (those running finish and are journaled)."""

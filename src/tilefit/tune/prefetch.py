@@ -1,7 +1,7 @@
 """Compiles ahead of the searches, on the compile workers a search does not wait on.
 
 Two kinds of work, one queue: a search's hint (the configs its strategy may ask for next, newest
-hint per shape only: an older one is stale once the search has moved on) goes before the
+hint per search only: an older one is stale once the search has moved on) goes before the
 performance model's prefetch lists (each GEMM's likely winners at every batch size, queued at the
 start of the GEMM). A compile here is the evaluator's own (journaled, shared with a search that
 asks for the same config meanwhile, held back while finalists are re-timed).
@@ -25,10 +25,11 @@ class Prefetcher:
 
     def __init__(self, workers: int, compile: Callable[[TuneShape, Any], Any]):
         self._compile = compile
-        self._heap: list[tuple[int, int, str, int, TuneShape, Any]] = []
+        # (priority, order, shape key, hint key, generation, shape, config)
+        self._heap: list[tuple[int, int, str, tuple[str, Any], int, TuneShape, Any]] = []
         self._cv = threading.Condition()
         self._seq = itertools.count()
-        self._hints: dict[str, int] = {}  # shape key -> generation of its newest hint
+        self._hints: dict[tuple[str, Any], int] = {}  # (shape key, source) -> newest generation
         self._closed = False
         self._threads = [threading.Thread(target=self._work, name=f"tilefit-prefetch-{i}",
                                           daemon=True) for i in range(workers)]
@@ -39,12 +40,13 @@ class Prefetcher:
         """Queue a prefetch list (after every hint)."""
         self._push(LIST, shape, configs, 0)
 
-    def hint(self, shape: TuneShape, configs: Sequence[Any]) -> None:
-        """Queue `configs` first, in place of `shape`'s earlier hint (empty: drop it)."""
-        key = shape.key()
+    def hint(self, shape: TuneShape, configs: Sequence[Any], source: Any = None) -> None:
+        """Queue `configs` first, in place of the earlier hint of the same search (`shape` and
+        `source`: one job's batch-size segments search the same shape at once); empty: drop it."""
+        key = (shape.key(), source)
         with self._cv:
             generation = self._hints[key] = self._hints.get(key, 0) + 1
-        self._push(HINT, shape, configs, generation)
+        self._push(HINT, shape, configs, generation, source)
 
     def drop(self, shape: TuneShape) -> None:
         """Forget `shape`'s queued work (compiles running finish)."""
@@ -62,13 +64,15 @@ class Prefetcher:
         for thread in self._threads:
             thread.join()
 
-    def _push(self, priority: int, shape: TuneShape, configs: Sequence[Any], generation: int) -> None:
+    def _push(self, priority: int, shape: TuneShape, configs: Sequence[Any], generation: int,
+              source: Any = None) -> None:
         key = shape.key()
         with self._cv:
             if self._closed:
                 return
             for c in configs:
-                heapq.heappush(self._heap, (priority, next(self._seq), key, generation, shape, c))
+                heapq.heappush(self._heap, (priority, next(self._seq), key, (key, source),
+                                            generation, shape, c))
             self._cv.notify_all()
 
     def _work(self) -> None:
@@ -78,8 +82,8 @@ class Prefetcher:
                     self._cv.wait()
                 if self._closed:
                     return
-                priority, _, key, generation, shape, config = heapq.heappop(self._heap)
-                if priority == HINT and generation != self._hints.get(key):
+                priority, _, _, hint_key, generation, shape, config = heapq.heappop(self._heap)
+                if priority == HINT and generation != self._hints.get(hint_key):
                     continue  # a newer hint replaced it
             try:
                 self._compile(shape, config)

@@ -15,9 +15,9 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from tilefit.tune.evaluator import Evaluator, Predictions, Progress
 from tilefit.tune.journal import Journal
 from tilefit.tune.report import ModelBug, Retimed, Row, TuneReport
 from tilefit.tune.results import Ok, Result
+from tilefit.tune.schedule import SPLIT_AT, segments, side_by_side
 from tilefit.tune.strategies import get_strategy, make_options
 from tilefit.tune.strategies.base import Budget, SearchSpace
 from tilefit.tune.targets.base import TargetSpec, TuneShape
@@ -62,7 +63,8 @@ class TuneRequest:
     figures: DeviceFigures | None = None  # the local GPU's figures (tune/device.py); else `gpu`
     prefetch: float = PREFETCH  # fraction of each GEMM's fitting configs precompiled by idle workers
     hints: bool = True  # idle workers also compile what a search says it may ask for next
-    side_by_side: bool = True  # a layer's GEMMs searched at once (False: one after the other)
+    side_by_side: bool = True  # a layer's searches run at once (False: one after the other)
+    split_at: int = SPLIT_AT  # batch sizes from here on are searched as a segment of their own
     finalists: int = FINALISTS  # best configs of each search re-timed in quiet
     rounds: int = ROUNDS  # re-timing rounds (0: pick by the search's own timings)
     event_rounds: int = EVENT_ROUNDS  # ... at least, where the target times with CUDA events
@@ -171,38 +173,36 @@ class _Run:
         self.started = itertools.count()  # searches started (the progress index)
         self.stopping = threading.Event()
         self.files: list[str] = []
-        self.tried: dict[str, set[Any]] = {}
+        self.tried: dict[tuple[str, int], set[Any]] = {}  # (shape, segment) -> configs measured
         self.total = len(req.shapes) * len(target.jobs) * len(req.batches)
         self.evaluator = Evaluator(target.name, target, journal, cpool, bpool, self.model_bugs,
                                    progress)
 
     def layer(self, layer: TuneShape) -> None:
-        """Every job and batch of one layer shape, then the target's files for it. The jobs (gemm1,
-        gemm2) are searched side by side (unless `side_by_side` is off or the target ties one job's
-        configs to another's winners): a search waits on compiles much of its time, so the other's
-        timings fill the GPU meanwhile. Their re-timings take turns, and hold every compile back
-        (evaluator.quiet). On the H200 (benchmarks/RESULTS.md, session 5) it paid off where the GPU
-        was busy (batch 2-512) and not where compiles bound both (the first and largest batches)."""
+        """Every job and batch of one layer shape, then the target's files for it. Each job's
+        batch sizes are searched in segments (schedule.py); the jobs' segments are searched side
+        by side (unless `side_by_side` is off or the target ties one job's configs to another's
+        winners): a search waits on compiles much of its time, so the others' timings fill the
+        GPU meanwhile. Their re-timings take turns, and hold every compile back (evaluator.quiet)."""
         winners: dict[str, dict[int, Any]] = {}
         jobs = self.target.jobs
-        if self.req.side_by_side and len(jobs) > 1 and not _ties_jobs(self.target):
-            pool = ThreadPoolExecutor(max_workers=len(jobs), thread_name_prefix="tilefit-job")
-            futures = [pool.submit(self.job, layer, job, winners) for job in jobs]
-            try:
-                finished, _ = wait(futures, return_when=FIRST_EXCEPTION)
-                for f in finished:  # a job that failed stops the other now, not at its end
-                    error = f.exception()
-                    if error is not None:
-                        raise error
-                done = [f.result() for f in futures]
-            finally:
-                self.stopping.set()  # the other job stops at its next search (an error, Ctrl-C)
-                pool.shutdown(wait=True)
-                self.stopping.clear()
-        else:
-            done = [self.job(layer, job, winners) for job in jobs]
-        rows = {(row.job, row.batch): row for job_rows in done for row in job_rows}
-        self.rows += [row for job_rows in done for row in job_rows]
+        parts = segments(self.req.batches, self.req.split_at)
+        shapes = {job: self.prepare(layer.with_gemm(job)) for job in jobs}
+        tasks = [partial(self.segment, shapes[job], part, winners) for job in jobs for part in parts]
+        try:
+            if self.req.side_by_side and len(tasks) > 1 and not _ties_jobs(self.target):
+                done = side_by_side(tasks, self.stopping)
+            else:
+                done = [task() for task in tasks]
+        finally:
+            for job in jobs:
+                self.evaluator.stop_prefetch(shapes[job][0])
+        order = {(job, b): i for i, (job, b) in enumerate(
+            (job, b) for job in jobs for b in self.req.batches)}
+        found = sorted((row for part_rows in done for row in part_rows),
+                       key=lambda row: order[(row.job, row.batch)])
+        rows = {(row.job, row.batch): row for row in found}
+        self.rows += found
         if all(len(winners.get(j, {})) == len(self.req.batches) for j in self.target.jobs):
             written = self.target.write(self.req.out_dir, layer, self.req.device_name, winners)
             self.files += [str(p) for p in written]
@@ -215,24 +215,29 @@ class _Run:
             self.progress("warning", {"message": f"{layer.key()}: no config ran for some batch "
                                                  f"sizes; no config file written"})
 
-    def job(self, layer: TuneShape, job: str, winners: dict[str, dict[int, Any]]) -> list[Row]:
-        """One job's batch sizes in order (each search seeded by the nearer winners)."""
-        shape = layer.with_gemm(job)
+    def prepare(self, shape: TuneShape) -> tuple[TuneShape, list[Any], list[Any], Predictions]:
+        """(shape, space, fitting configs, model) of one job; its prefetch list queued."""
         space = list(self.target.space(shape))
         fitting = [c for c in space if self.target.fit_reason(c, shape) is None]
         model = Predictions(self.target, shape, perfmodel.Device.from_gpu(self.gpu, shape.dtype))
         if self.evaluator.can_prefetch:
             self.evaluator.prefetch(shape, self.prefetch_order(fitting, model))
+        return shape, space, fitting, model
+
+    def segment(self, prepared: tuple[TuneShape, list[Any], list[Any], Predictions],
+                batches: tuple[int, ...], winners: dict[str, dict[int, Any]]) -> list[Row]:
+        """One segment of a job's batch sizes in order, each search seeded by the nearer winners
+        of this segment (schedule.py says why only these)."""
+        shape, space, fitting, model = prepared
+        won: dict[int, Any] = {}
         rows = []
-        try:
-            for batch in self.req.batches:
-                row = self.batch(shape, batch, space, fitting, winners, model)
-                rows.append(row)
-                if row.config is not None:
-                    winners.setdefault(job, {})[batch] = row.config
-                self.progress("row", row.as_dict())
-        finally:
-            self.evaluator.stop_prefetch(shape)
+        for batch in batches:
+            row = self.batch(shape, batch, space, fitting, winners, won, model, batches)
+            rows.append(row)
+            if row.config is not None:
+                won[batch] = row.config
+                winners.setdefault(shape.gemm, {})[batch] = row.config
+            self.progress("row", row.as_dict())
         return rows
 
     def prefetch_order(self, fitting: list[Any], model: Predictions) -> list[Any]:
@@ -250,15 +255,16 @@ class _Run:
         return list(order.values())[:count]
 
     def batch(self, shape: TuneShape, batch: int, space: list[Any], fitting: list[Any],
-              winners: dict[str, dict[int, Any]], model: Predictions) -> Row:
-        """One search, the exhaustive sweep where asked, then the finalists re-timed in quiet."""
+              winners: dict[str, dict[int, Any]], prev: dict[int, Any], model: Predictions,
+              part: tuple[int, ...]) -> Row:
+        """One search (seeded by `prev`, the winners of its segment `part`), the exhaustive sweep
+        where asked, then the finalists re-timed in quiet."""
         if self.stopping.is_set():
             raise _Stopped()
         done = next(self.started)
         self.progress("job", {"shape": shape.key(), "job": shape.gemm, "batch": batch,
                               "index": done, "total": self.total})
         configs = tuple(_restrict(self.target, shape.gemm, batch, fitting, winners))
-        prev = winners.get(shape.gemm, {})
         # Neighbouring batch sizes' winners, then the target's default config (a finalist
         # anyway): a pick is never slower than what the engine would run untuned.
         default = self.target.default_config(shape, batch)
@@ -272,21 +278,24 @@ class _Run:
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         per_search = None if left is None else left / max(1, self.total - done)
         t0 = time.monotonic()
-        # Configs this job already tried at other batch sizes are compiled, and so is every config
-        # sharing a compile with one of them: cheap to time. (The run's own history, not the
-        # journal's, so a resumed run retraces the same searches.)
-        compiled = {self.target.compile_key(c) for c in self.tried.setdefault(shape.key(), set())}
+        # Configs this segment already tried at other batch sizes are compiled, and so is every
+        # config sharing a compile with one of them: cheap to time. (The segment's own history,
+        # not the journal's, so a resumed run retraces the same searches.)
+        segment = part[0]
+        tried = self.tried.setdefault((shape.key(), segment), set())
+        compiled = {self.target.compile_key(c) for c in tried}
         warm = frozenset(c for c in configs if self.target.compile_key(c) in compiled)
         # The strategy's hints (its next configs) compile on the spare workers while it waits.
         hint = None if not (self.req.hints and self.evaluator.can_prefetch) else \
-            (lambda cs: self.evaluator.hint(shape, cs))
+            (lambda cs: self.evaluator.hint(shape, cs, source=segment))
+        first = batch == min(self.req.batches)  # the job's first search (see strategies/fast.py)
         space_now = SearchSpace(configs, model.at(batch), seeds, warm=warm, baseline=default,
-                                axes=self.target.config_space.axes, hint=hint)
+                                axes=self.target.config_space.axes, hint=hint, first=first)
         result = self.strategy.search(space_now, evaluate, Budget(self.req.trials, per_search),
                                       self.options)
         if hint is not None:
             hint([])  # the search is over: what it hinted last is not needed
-        self.tried[shape.key()].update(c for c, _ in result.measured)
+        tried.update(c for c, _ in result.measured)
         search_s = time.monotonic() - t0
         groups: list[tuple[str, Sequence[tuple[Any, Result | None]]]] = [
             ("fast" if self.req.strategy == "fast" else self.req.strategy, result.measured),

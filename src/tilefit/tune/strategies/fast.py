@@ -10,11 +10,12 @@ search spends its few trials where the corrected model and the neighbourhood of 
    best-ranked configs anywhere. Configs not compiled yet rank behind compiled ones unless
    predicted `cold_margin` faster (on synthetic landscapes: 16% instead of 22% of the space
    compiled over 18 batch sizes, same picks).
-The cap is 8% of the space for a search with no neighbouring winner (the first batch size of a
-job) and 4.5% once neighbours' winners seed it: over a run of batch sizes, about a twentieth of an
-exhaustive sweep's trials. On the H200 landscapes swept in full (benchmarks/results/
-tune_v3_journals), 4.5% at the first batch size left three of the eight batch-1 searches 1.4-3.6%
-behind the sweep's best; 8% left none beyond 1%. Far batch sizes' winners are not seeds: a batch
+The cap is 8% of the space for a job's first search (no neighbouring winner) and 4.5% once
+neighbours' winners seed it: over a run of batch sizes, about a twentieth of an exhaustive sweep's
+trials. On the H200 landscapes swept in full (benchmarks/results/tune_v3_journals), 4.5% at the
+first batch size left three of the eight batch-1 searches 1.4-3.6% behind the sweep's best; 8% left
+none beyond 1%. A later unseeded search (the large batch sizes' segment, tune/schedule.py, starts
+at 1024 unseeded) keeps 4.5%: at batch 1024 it left none of the eight beyond 0.5% there. Far batch sizes' winners are not seeds: a batch
 4096 search gains nothing from measuring the batch-1 winner (`seeds`, 3 by default).
 """
 
@@ -108,7 +109,7 @@ def search(space: SearchSpace, evaluate: Evaluate, budget: Budget,
     seeds = space.seeds[:opts.seeds] if opts.seeds > 0 else space.seeds
     # Seeded only by the seeds this search measures: a later seed that is cut off does not shrink it.
     seeded = any(c in known for c in seeds)
-    fraction = opts.seeded_fraction if seeded else opts.max_fraction
+    fraction = opts.seeded_fraction if seeded or not space.first else opts.max_fraction
     cap = max(opts.min_trials, math.floor(fraction * len(configs)))
     limit = cap if budget.trials is None else min(cap, budget.trials)
     t = Tracker(evaluate, Budget(limit, budget.seconds, budget.started))
