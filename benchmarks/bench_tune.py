@@ -68,7 +68,7 @@ def _request(args: argparse.Namespace, layer: Any, out: Path, retime_ms: tuple[f
              **kw: Any) -> Any:
     from tilefit.tune.run import TuneRequest
     from tilefit.tune.targets.base import TargetSpec
-    from tilefit.tune.workers import default_compile_workers
+    from tilefit.tune.pools import default_compile_workers
 
     if args.target == "fake":
         spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", gpu=args.gpu, grid=args.grid)

@@ -74,7 +74,7 @@ def test_settings_counts(bad):
 
 
 def test_compile_workers_capped_by_the_cores(cli):
-    from tilefit.tune.workers import default_compile_workers
+    from tilefit.tune.pools import default_compile_workers
 
     start = time.monotonic()
     r = cli("tune", "--model", "mixtral-8x7b", "--target", "fake", "--compile-workers", "100000")

@@ -18,7 +18,8 @@ from tilefit.tune.results import CompileFailed, Crashed, LaunchFailed, Ok, Timeo
 from tilefit.tune.run import JOURNAL, TuneRequest, tune
 from tilefit.tune.targets.base import TargetSpec
 from tune_faults_spec import CRASH, FATAL, GOOD, HANG, LIE, SEGV, SHAPE, faulty_spec
-from tilefit.tune.workers import Worker, WorkerPool
+from tilefit.tune.pools import WorkerPool
+from tilefit.tune.workers import Worker
 
 
 

@@ -223,7 +223,7 @@ def test_searches_probe_and_finalists_run(tmp_path):
 
 
 def test_a_worker_answers_probe_with_run_when_the_target_has_no_probe(tmp_path):
-    from tilefit.tune.workers import WorkerPool
+    from tilefit.tune.pools import WorkerPool
 
     spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=3, grid="distinct")
     config = FakeTarget(grid="distinct").space(LAYER)[0]

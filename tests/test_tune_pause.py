@@ -1,4 +1,4 @@
-"""A quiet block pauses the local compile workers (workers.WorkerPool.pause, evaluator.quiet):
+"""A quiet block pauses the local compile workers (pools.WorkerPool.pause, evaluator.quiet):
 it starts at once while a long compile is in flight, the worker and the child process its compile
 runs (Triton's ptxas) are stopped inside it, and the compile ends with its own result after it.
 A worker that hangs, dies or is (re)started around a pause does not hang the pool, and a pool
@@ -19,7 +19,7 @@ from tilefit.tune.journal import Journal
 from tilefit.tune.results import Crashed, Ok, Timeout
 from tilefit.tune.targets.base import MOE_SPACE, TargetSpec
 from tilefit.tune.targets.fake import FakeTarget
-from tilefit.tune.workers import RequestPool, WorkerPool
+from tilefit.tune.pools import RequestPool, WorkerPool
 from tune_faults_spec import GOOD, HANG, SHAPE, faulty_spec
 
 linux = pytest.mark.skipif(not sys.platform.startswith("linux"),

@@ -119,7 +119,7 @@ def build_request(args: argparse.Namespace) -> Any:
     from tilefit.tune.run import TuneRequest
     from tilefit.tune.strategies import get_strategy, make_options, parse_option_text
     from tilefit.tune.targets.base import TargetSpec, TuneShape, tune_dtype
-    from tilefit.tune.workers import default_compile_workers
+    from tilefit.tune.pools import default_compile_workers
 
     target = "replay" if args.replay else args.target
     if target == "replay" and not args.replay:

@@ -1,5 +1,5 @@
 """Scale-out: the run's compile and benchmark requests on a Ray cluster, behind the interface of
-`workers.WorkerPool` (call / map / size / restarts / close), selected by `tilefit tune --ray`.
+`pools.WorkerPool` (call / map / size / restarts / close), selected by `tilefit tune --ray`.
 
 Compiles are CPU tasks (num_cpus=1); timing is one actor per GPU of the cluster (num_gpus=1).
 Each task and actor drives a local `Worker` process, so a segfault, hang or poisoned context is
@@ -21,7 +21,8 @@ from typing import Any
 from tilefit.errors import MissingDependency, UsageError
 from tilefit.tune.results import Crashed, LaunchFailed, Timeout
 from tilefit.tune.targets.base import TargetSpec, TuneShape
-from tilefit.tune.workers import RequestPool, Worker
+from tilefit.tune.pools import RequestPool
+from tilefit.tune.workers import Worker
 
 INSTALL_HINT = "pip install 'tilefit[ray]'"
 # Past the request's own timeout, how long the driver waits before it gives a task or actor up:

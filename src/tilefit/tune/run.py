@@ -34,7 +34,7 @@ from tilefit.tune.schedule import SPLIT_AT, segments, side_by_side
 from tilefit.tune.strategies import get_strategy, make_options
 from tilefit.tune.strategies.base import Budget, SearchSpace
 from tilefit.tune.targets.base import TargetSpec, TuneShape
-from tilefit.tune.workers import WorkerPool
+from tilefit.tune.pools import WorkerPool
 
 JOURNAL = "journal.jsonl"
 SUMMARY = "tune_summary.json"

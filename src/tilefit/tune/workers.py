@@ -4,24 +4,19 @@ Each `Worker` is one spawned process that builds the target from its spec and an
 (compile / run / check) over a pipe. The parent waits with a deadline: a hang is killed (Timeout),
 a dead process (segfault, abort, os._exit) becomes Crashed(signal), an exception becomes a result
 value, and an error the target calls fatal (a poisoned CUDA context) retires the process. The
-next request starts a fresh process. `WorkerPool` runs many requests over several workers: one
-per CPU core for compiling, one per GPU for timing. A compile worker leads a process group of its
-own (Triton's compile runs ptxas as its child), so the pool can stop its compiles in place while
-the GPU is timed (`pause`, SIGSTOP/SIGCONT of each group) and kill a hung one with its children.
+next request starts a fresh process (pools of them: tune/pools.py). A compile worker leads a
+process group of its own (Triton's compile runs ptxas as its child), so its compile can be stopped
+in place while the GPU is timed (`pause`, SIGSTOP/SIGCONT of the group) and a hung one killed with
+its children.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import queue
 import signal
 import threading
 import time
-from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 from tilefit.tune.results import (CompileFailed, Crashed, LaunchFailed, Ok, Result, Timeout,
@@ -299,100 +294,3 @@ class Worker:
                 pass
             self._proc.join(2)
         self._kill()
-
-
-class RequestPool(ABC):
-    """What every pool of workers offers the tuner (local processes here, Ray in ray_executor):
-    `call` one request on the next free worker, `map` many in parallel (results in input order),
-    and context management."""
-
-    size: int  # requests served at once
-    _threads: ThreadPoolExecutor | None = None
-
-    @abstractmethod
-    def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
-        """One request's reply, or a failure value; thread-safe."""
-
-    @contextmanager
-    def pause(self) -> Iterator[bool]:
-        """Hold the pool's requests in flight stopped for the block, if it can: yields whether it
-        does. This default cannot (a Ray task runs on a host this process does not signal)."""
-        yield False
-
-    def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]]) -> list[Any]:
-        if self._threads is None:
-            self._threads = ThreadPoolExecutor(max_workers=self.size)
-        return list(self._threads.map(lambda item: self.call(op, *item), items))
-
-    def close(self) -> None:
-        if self._threads is not None:
-            self._threads.shutdown(wait=True)
-
-    def __enter__(self) -> RequestPool:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class WorkerPool(RequestPool):
-    """Several workers serving a list of requests in parallel; results come back in input order."""
-
-    def __init__(self, spec: TargetSpec, devices: Sequence[int | None], *, timeout: float):
-        if not devices:
-            raise ValueError("a worker pool needs at least one worker")
-        self.timeout = timeout
-        self.workers = [Worker(spec, d) for d in devices]
-        self.size = len(self.workers)
-        self._idle: queue.Queue[Worker] = queue.Queue()
-        for w in self.workers:
-            self._idle.put(w)
-        self._pausing = threading.Lock()
-        self._pauses = 0  # pause blocks open (they may nest or overlap: the last one resumes)
-
-    def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
-        """One request on the next idle worker (blocks while all are busy); thread-safe."""
-        worker = self._idle.get()
-        try:
-            return worker.call(op, config, shape, batch, self.timeout)
-        finally:
-            self._idle.put(worker)
-
-    @contextmanager
-    def pause(self) -> Iterator[bool]:
-        """Compile workers: each stopped (its group) for the block with its request in flight, then
-        continued; requests sent meanwhile wait, and so does a (re)start. GPU workers: False."""
-        if not all(w.pausable for w in self.workers):
-            yield False
-            return
-        with self._pausing:
-            self._pauses += 1
-            if self._pauses == 1:
-                for w in self.workers:
-                    w.pause()
-        try:
-            yield True
-        finally:
-            with self._pausing:
-                self._pauses -= 1
-                if self._pauses == 0:
-                    for w in self.workers:
-                        w.resume()
-
-    @property
-    def restarts(self) -> int:
-        return sum(w.restarts for w in self.workers)
-
-    def close(self) -> None:
-        for w in self.workers:
-            w.stop()  # resumes a paused worker first, so it can read "stop" and leave
-        super().close()
-
-
-def default_compile_workers() -> int:
-    """One compile worker per CPU core this process may use."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-

@@ -1,0 +1,152 @@
+"""Pools of worker processes (workers.py): what the tuner sends its compiles and timings to.
+
+`RequestPool` is what every pool offers (local processes here, a Ray cluster in ray_executor.py);
+`WorkerPool` runs requests over local workers, one per CPU core for compiling and one per GPU for
+timing, pauses its compile workers while the GPU is timed, and serves a finalist's re-timing before
+the searches' probes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+from tilefit.tune.targets.base import TargetSpec, TuneShape
+from tilefit.tune.workers import Worker
+
+# Requests that decide a pick: the finalists' full timings and the output check. A search's
+# "probe" only ranks configs for the search; "compile" runs on the CPU pool.
+URGENT = frozenset({"run", "check"})
+
+
+class RequestPool(ABC):
+    """What every pool of workers offers the tuner (local processes here, Ray in ray_executor):
+    `call` one request on the next free worker, `map` many in parallel (results in input order),
+    and context management."""
+
+    size: int  # requests served at once
+    _threads: ThreadPoolExecutor | None = None
+
+    @abstractmethod
+    def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
+        """One request's reply, or a failure value; thread-safe."""
+
+    @contextmanager
+    def pause(self) -> Iterator[bool]:
+        """Hold the pool's requests in flight stopped for the block, if it can: yields whether it
+        does. This default cannot (a Ray task runs on a host this process does not signal)."""
+        yield False
+
+    def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]]) -> list[Any]:
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(max_workers=self.size)
+        return list(self._threads.map(lambda item: self.call(op, *item), items))
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown(wait=True)
+
+    def __enter__(self) -> RequestPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _Turns:
+    """Idle workers handed to waiting requests: URGENT ones first, the rest in arrival order."""
+
+    def __init__(self, workers: Sequence[Worker]):
+        self._idle = list(workers)
+        self._waiting: list[tuple[int, int]] = []  # (0 urgent / 1 not, arrival): a heap
+        self._arrival = itertools.count()
+        self._cv = threading.Condition()
+
+    def take(self, urgent: bool) -> Worker:
+        with self._cv:
+            ticket = (0 if urgent else 1, next(self._arrival))
+            heapq.heappush(self._waiting, ticket)
+            while not (self._idle and self._waiting[0] == ticket):
+                self._cv.wait()
+            heapq.heappop(self._waiting)
+            worker = self._idle.pop(0)
+            self._cv.notify_all()  # the next ticket may find a worker too
+            return worker
+
+    def give(self, worker: Worker) -> None:
+        with self._cv:
+            self._idle.append(worker)
+            self._cv.notify_all()
+
+
+class WorkerPool(RequestPool):
+    """Several workers serving a list of requests in parallel; results come back in input order.
+    An URGENT request (a finalist's re-timing or output check) gets the next free worker before
+    the searches' probes waiting for it: on one GPU shared by four searches, a re-timing waited
+    behind the others' probes, and every compile on the host stays paused while it waits
+    (benchmarks/RESULTS.md, session 6: quiet blocks of 3-5 s for 13 timings of ~12 ms)."""
+
+    def __init__(self, spec: TargetSpec, devices: Sequence[int | None], *, timeout: float):
+        if not devices:
+            raise ValueError("a worker pool needs at least one worker")
+        self.timeout = timeout
+        self.workers = [Worker(spec, d) for d in devices]
+        self.size = len(self.workers)
+        self._turns = _Turns(self.workers)
+        self._pausing = threading.Lock()
+        self._pauses = 0  # pause blocks open (they may nest or overlap: the last one resumes)
+
+    def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
+        """One request on the next idle worker (blocks while all are busy; URGENT ops go first);
+        thread-safe."""
+        worker = self._turns.take(op in URGENT)
+        try:
+            return worker.call(op, config, shape, batch, self.timeout)
+        finally:
+            self._turns.give(worker)
+
+    @contextmanager
+    def pause(self) -> Iterator[bool]:
+        """Compile workers: each stopped (its group) for the block with its request in flight, then
+        continued; requests sent meanwhile wait, and so does a (re)start. GPU workers: False."""
+        if not all(w.pausable for w in self.workers):
+            yield False
+            return
+        with self._pausing:
+            self._pauses += 1
+            if self._pauses == 1:
+                for w in self.workers:
+                    w.pause()
+        try:
+            yield True
+        finally:
+            with self._pausing:
+                self._pauses -= 1
+                if self._pauses == 0:
+                    for w in self.workers:
+                        w.resume()
+
+    @property
+    def restarts(self) -> int:
+        return sum(w.restarts for w in self.workers)
+
+    def close(self) -> None:
+        for w in self.workers:
+            w.stop()  # resumes a paused worker first, so it can read "stop" and leave
+        super().close()
+
+
+def default_compile_workers() -> int:
+    """One compile worker per CPU core this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+

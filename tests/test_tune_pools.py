@@ -1,0 +1,55 @@
+"""tune/pools.py: a finalist's re-timing or output check ("run", "check") gets the next free worker
+before the searches' probes waiting for it; requests of one kind keep their arrival order."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tilefit.kernels.triton_moe.config import MoEConfig
+from tilefit.tune.pools import URGENT, WorkerPool, _Turns
+from tilefit.tune.targets.base import TargetSpec, TuneShape
+
+SHAPE = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+CONFIG = MoEConfig(16, 64, 128, 1, 4, 4)
+
+
+def test_turns_serve_urgent_waiters_first_then_arrival_order():
+    turns = _Turns(["gpu"])
+    worker = turns.take(False)  # busy: everyone below waits
+    order: list[str] = []
+    threads = []
+    for name, urgent in (("probe-1", False), ("probe-2", False), ("run-1", True),
+                         ("probe-3", False), ("check-1", True)):
+        def wait(name=name, urgent=urgent):
+            w = turns.take(urgent)
+            order.append(name)
+            turns.give(w)
+        t = threading.Thread(target=wait)
+        t.start()
+        threads.append(t)
+        time.sleep(0.05)  # arrive in this order
+    turns.give(worker)
+    for t in threads:
+        t.join(5)
+    assert order == ["run-1", "check-1", "probe-1", "probe-2", "probe-3"]
+
+
+def test_a_retiming_overtakes_the_queued_probes_on_one_gpu_worker():
+    assert URGENT == {"run", "check"}
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", run_sleep_s=0.2)
+    done: list[str] = []
+    with WorkerPool(spec, [None], timeout=30) as pool:
+        pool.call("probe", CONFIG, SHAPE, 1)  # the worker is up before the race starts
+        threads = []
+        for name, op in (("probe-a", "probe"), ("probe-b", "probe"), ("probe-c", "probe"),
+                         ("retime", "run")):
+            t = threading.Thread(target=lambda n=name, o=op: (pool.call(o, CONFIG, SHAPE, 1),
+                                                              done.append(n)))
+            t.start()
+            threads.append(t)
+            time.sleep(0.05)  # probe-a runs; b, c and the re-timing wait
+        for t in threads:
+            t.join(30)
+    assert done[0] == "probe-a" and done[1] == "retime", done
+    assert done[2:] == ["probe-b", "probe-c"]
