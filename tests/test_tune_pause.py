@@ -232,3 +232,34 @@ def test_a_gpu_pool_does_not_pause():
     with WorkerPool(_spec(), [0], timeout=20) as pool:
         with pool.pause() as paused:
             assert not paused
+
+
+@linux
+def test_a_pause_landing_in_a_workers_vfork_does_not_hang():
+    """Python's subprocess starts ptxas with vfork: the worker then waits in the kernel until its
+    child execs, and stops only after that, while the child, in the worker's group, stops at once
+    and never execs. A pause that waited for the worker itself to stop hung there for good (found
+    in review: 19 of 384 pauses of a process spawning in a loop, Linux 6.x)."""
+    import subprocess
+
+    from tilefit.tune.workers import Worker
+
+    loop = "import subprocess\nwhile True:\n    subprocess.run(['true'])\n"
+    spawner = subprocess.Popen([sys.executable, "-c", loop], process_group=0)
+    worker = Worker(_spec())
+    worker._proc, worker._ready = spawner, True
+    in_vfork = 0
+    try:
+        deadline = time.monotonic() + 20
+        while in_vfork < 2 and time.monotonic() < deadline:
+            pausing, _ = _in_thread(worker.pause)
+            pausing.join(5)
+            assert not pausing.is_alive(), "a pause waited for a worker stuck in vfork"
+            in_vfork += _state(spawner.pid) == "D"
+            worker.resume()
+            time.sleep(0.002)
+    finally:
+        os.killpg(spawner.pid, signal.SIGKILL)  # ends a hung pause's wait too
+        spawner.wait()
+    if not in_vfork:
+        pytest.skip("no pause landed in the worker's vfork within 20 s")

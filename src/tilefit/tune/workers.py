@@ -26,6 +26,7 @@ from tilefit.tune.targets.base import TargetSpec, TuneShape
 # Exit code a worker uses when it retires itself after a fatal error.
 _RETIRE = 3
 COMPILE_NICENESS = 10
+STOP_WAIT_S = 0.5  # a pause's wait for a compile worker to stop, at most (see _stop_group)
 _MESSAGE_CHARS = 2000
 
 
@@ -160,11 +161,17 @@ class Worker:
         if self._stopped_at is None:
             self._signal(signal.SIGSTOP)
             self._stopped_at = time.monotonic()
-            # Back only once it is stopped (a signal is acted on when the process next runs): a
-            # parent that dies before that leaves a group with no stopped member, which the
-            # kernel's orphan SIGHUP skips, and it would stop for good later. WNOWAIT: reap none.
+            # Back once it is stopped (a signal is acted on when the process next runs): a parent
+            # that dies before that leaves a group with no stopped member, which the kernel's
+            # orphan SIGHUP skips. But not for good: a worker inside vfork (Python's subprocess
+            # starting ptxas) stops only once its child execs, and the child, in the group, is
+            # stopped already; the worker idles in the kernel till then, and the group has a
+            # stopped member, so the block can go on (SIGCONT drops the worker's pending stop).
+            pid, deadline = self._proc.pid, time.monotonic() + STOP_WAIT_S
+            flags = os.WSTOPPED | os.WEXITED | os.WNOWAIT | os.WNOHANG  # WNOWAIT: reap none
             try:
-                os.waitid(os.P_PID, self._proc.pid, os.WSTOPPED | os.WEXITED | os.WNOWAIT)
+                while os.waitid(os.P_PID, pid, flags) is None and time.monotonic() < deadline:
+                    time.sleep(0.001)
             except ChildProcessError:  # reaped already
                 pass
 
