@@ -240,10 +240,55 @@ def test_tune_progress_counts_rows_done_when_gemms_are_searched_side_by_side():
     # the bar's best is the last started search's own, not the least time of both GEMMs' probes
     p("job", {"job": "gemm1", "batch": 256, "index": 4, "total": 6})
     p("job", {"job": "gemm2", "batch": 256, "index": 5, "total": 6})
-    p("measured", {"job": "gemm1", "config": "a", "result": "5.00 us", "time_us": 5.0})
-    p("measured", {"job": "gemm2", "config": "b", "result": "20.00 us", "time_us": 20.0})
+    p("measured", {"job": "gemm1", "batch": 256, "config": "a", "result": "5.00 us", "time_us": 5.0})
+    p("measured", {"job": "gemm2", "batch": 256, "config": "b", "result": "20.00 us", "time_us": 20.0})
     assert p.best == 20.0 and p.current == "gemm2 batch 256"
     assert "tune:   gemm2 batch 1 -> 16x32x64 gm1 w4 s2 8.00 us (3 trials)" in buf.getvalue().splitlines()
+
+
+def test_tune_progress_best_is_the_search_s_own_when_a_gemm_s_segments_run_side_by_side():
+    """tune.schedule: one GEMM's batch sizes below 1024 and from 1024 up are searched at once;
+    a batch-16 probe's time is not the best of the batch-2048 search (nor the other way round)."""
+    from tilefit.cli.progress import TuneProgress
+
+    p = TuneProgress(stream=io.StringIO())
+    p("job", {"job": "gemm1", "batch": 16, "index": 0, "total": 4})
+    p("measured", {"job": "gemm1", "batch": 16, "config": "a", "result": "9.00 us", "time_us": 9.0})
+    p("job", {"job": "gemm1", "batch": 2048, "index": 1, "total": 4})
+    assert p.best is None and p.current == "gemm1 batch 2048"
+    p("measured", {"job": "gemm1", "batch": 2048, "config": "b", "result": "400.00 us",
+                   "time_us": 400.0})
+    p("measured", {"job": "gemm1", "batch": 16, "config": "c", "result": "8.00 us", "time_us": 8.0})
+    assert p.best == 400.0
+    p("job", {"job": "gemm1", "batch": 24, "index": 2, "total": 4})
+    p("measured", {"job": "gemm1", "batch": 2048, "config": "d", "result": "390.00 us",
+                   "time_us": 390.0})
+    assert p.best is None  # batch 24's search measured nothing yet
+
+
+def test_the_evaluator_s_measured_event_names_its_batch(tmp_path):
+    from tilefit.tune.evaluator import Evaluator
+    from tilefit.tune.journal import Journal
+    from tilefit.tune.results import Ok
+    from tilefit.tune.targets.base import MOE_SPACE, TuneShape
+    from tilefit.tune.targets.fake import FakeTarget
+
+    class Pool:
+        size, restarts = 1, 0
+
+        def call(self, op, config, shape, batch):
+            return None if op == "compile" else Ok(7.0)
+
+    events = []
+    target = FakeTarget(grid="distinct")
+    shape = TuneShape(hidden=1024, width=512, experts=8, topk=2, dtype="bf16", gemm="gemm1")
+    config = next(c for c in target.space(shape) if target.fit_reason(c, shape) is None)
+    with Journal(tmp_path / "j.jsonl", resume=False, context={},
+                 from_dict=MOE_SPACE.from_dict) as journal:
+        ev = Evaluator("fake", target, journal, Pool(), Pool(), [], lambda e, d: events.append((e, d)))
+        assert ev(shape, 2048, [config]) == [Ok(7.0)]
+        ev.close()
+    assert [(d["job"], d["batch"]) for e, d in events if e == "measured"] == [("gemm1", 2048)]
 
 
 def test_tune_progress_bar_on_a_terminal_shows_counts_best_and_budget():

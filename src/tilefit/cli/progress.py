@@ -74,8 +74,9 @@ class TuneProgress:
         self.timed = 0          # configs compiled and timed so far, all searches
         self.done = 0           # searches (one GEMM at one batch size) finished
         self.total = 0
-        # Best time per GEMM's search in progress (microseconds): side by side (tune.run), the
-        # probes of two searches interleave; the bar shows the last started one's.
+        # Best time per search in progress, by (GEMM, batch) (microseconds): side by side
+        # (tune.schedule: two GEMMs x two batch-size segments), the probes of four searches
+        # interleave, two of them the same GEMM's; the bar shows the last started one's.
         self._best: dict[Any, float] = {}
         self._job: Any = None
         self.current = ""
@@ -102,11 +103,11 @@ class TuneProgress:
 
     def __call__(self, event: str, data: dict[str, Any]) -> None:
         if event == "job":
-            # `index` counts searches started: with a layer's GEMMs searched side by side
-            # (tune.run) one starts before the other ends, so only rows count as done.
+            # `index` counts searches started: with a layer's searches side by side
+            # (tune.schedule) one starts before the others end, so only rows count as done.
             self.total = data["total"]
             self.current = f"{data['job']} batch {data['batch']}"
-            self._job = data["job"]
+            self._job = (data["job"], data["batch"])
             self._best.pop(self._job, None)
             if self.live:
                 self._draw()
@@ -115,7 +116,7 @@ class TuneProgress:
         elif event == "measured":
             self.timed += 1
             t = data.get("time_us")
-            job = data.get("job", self._job)
+            job = (data["job"], data["batch"]) if "job" in data else self._job
             if t is not None and t < self._best.get(job, float("inf")):
                 self._best[job] = t
             if self.live:
@@ -126,7 +127,7 @@ class TuneProgress:
                 self._draw()
             else:
                 t = data["time_us"]
-                # Named: side by side, the row that ends may be the other GEMM's search.
+                # Named: side by side, the row that ends may be another search's.
                 print(f"tune:   {data['job']} batch {data['batch']} -> {data['config'] or 'nothing ran'}"
                       + (f" {t:.2f} us" if t else "")
                       + f" ({data['trials']} trials)", file=self.stream, flush=True)

@@ -168,7 +168,7 @@ class Evaluator:
         self.journal.record(self.name, key, batch, config, r)
         if isinstance(r, DoesNotFit):
             self.model_bugs.append(ModelBug(key, config, r))
-        self.progress("measured", {"job": shape.gemm, "config": config.label(),
+        self.progress("measured", {"job": shape.gemm, "batch": batch, "config": config.label(),
                                    "result": describe(r),
                                    "time_us": r.time_us if isinstance(r, Ok) else None})
         return r
