@@ -87,3 +87,25 @@ def test_the_high_segment_is_not_seeded_by_the_low_one(tmp_path):
     # Not the job's first search: the seeded searches' cap, not the first search's larger one.
     first_low = _searched(tmp_path / "split", "gemm1", 1)
     assert len(first_split) == len(first_whole) < len(first_low)
+
+
+def test_the_files_and_emit_get_the_winners_in_the_request_s_batch_order(tmp_path, monkeypatch):
+    """Segments end in any order (side by side) and the low one first (in turns): the winners
+    handed to the target's writer and to --emit (whose re-timings and replacement warnings go by
+    them) are in the request's batch order, as the rows are, whichever search ended first."""
+    from tilefit.tune.targets.fake import FakeTarget
+
+    seen = []
+    write = FakeTarget.write
+
+    def spy(self, out_dir, shape, device_name, winners):
+        seen.append({job: list(picks) for job, picks in winners.items()})
+        return write(self, out_dir, shape, device_name, winners)
+
+    monkeypatch.setattr(FakeTarget, "write", spy)
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=7, grid="distinct")
+    report = tune(TuneRequest(spec, (LAYER,), (2048, 1, 64), tmp_path, "h200", "NVIDIA H200",
+                              compile_workers=2, compile_timeout_s=20.0, run_timeout_s=20.0,
+                              rounds=1, side_by_side=False))
+    assert [r.batch for r in report.rows] == [2048, 1, 64] * 2
+    assert seen == [{"gemm1": [2048, 1, 64], "gemm2": [2048, 1, 64]}]

@@ -203,6 +203,10 @@ class _Run:
                        key=lambda row: order[(row.job, row.batch)])
         rows = {(row.job, row.batch): row for row in found}
         self.rows += found
+        # The winners in that order too (segments end in any order): the writers and --emit,
+        # whose re-timings and replacement warnings go by them, see the request's order.
+        winners = {job: {r.batch: r.config for r in found if r.job == job and r.config is not None}
+                   for job in jobs}
         if all(len(winners.get(j, {})) == len(self.req.batches) for j in self.target.jobs):
             written = self.target.write(self.req.out_dir, layer, self.req.device_name, winners)
             self.files += [str(p) for p in written]
