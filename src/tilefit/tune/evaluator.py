@@ -1,7 +1,7 @@
 """How a search's configs get measured: journal first, then compile (CPU pool) -> run (GPU pool)
 per config on its own thread; idle compile workers compile ahead (prefetch.py: the configs a search
 says it may ask for next, then those the performance model ranks highest); `quiet()` holds every
-compile back (prefetches, and the searches of other GEMMs running side by side) while finalists
+compile back (prefetches, and the other searches running side by side, schedule.py) while finalists
 are re-timed, so no compile shares the host with a timing that a host-side launch could spoil:
 local compile workers are stopped where they are and continue after, a pool that cannot stop
 its compiles (Ray's) is waited on until those in flight end.
@@ -42,7 +42,7 @@ class Evaluator:
         self.name, self.target, self.journal = name, target, journal
         self.compile_pool, self.bench_pool = compile_pool, bench_pool
         self.model_bugs, self.progress = model_bugs, progress
-        # Room for the searches of every GEMM at once (run.py runs them side by side).
+        # Room for every search of a layer at once (schedule.py runs them side by side).
         lanes = SEARCHES_AT_ONCE * (compile_pool.size + bench_pool.size)
         self._lanes = ThreadPoolExecutor(max_workers=lanes)
         self._lock = threading.Lock()

@@ -359,7 +359,7 @@ class _Run:
 
 
 class _Stopped(Exception):
-    """A job's thread ends at its next search: the other job failed or the run was interrupted."""
+    """A search's thread ends at its next search: another one failed or the run was interrupted."""
 
 
 def _finite(x: float) -> float | None:

@@ -30,7 +30,7 @@ class SearchSpace:
     # Configs the strategy may ask for next: compiled ahead where workers are free (a scheduling
     # hint; what it is told changes no result).
     hint: Callable[[Sequence[Any]], None] | None = None
-    first: bool = True  # the first search of its job (no batch size of the job searched before)
+    first: bool = True  # its job's first search (the smallest batch size; fast.py: a larger cap)
 
 
 @dataclass(slots=True)

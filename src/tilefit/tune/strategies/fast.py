@@ -15,8 +15,9 @@ neighbours' winners seed it: over a run of batch sizes, about a twentieth of an 
 trials. On the H200 landscapes swept in full (benchmarks/results/tune_v3_journals), 4.5% at the
 first batch size left three of the eight batch-1 searches 1.4-3.6% behind the sweep's best; 8% left
 none beyond 1%. A later unseeded search (the large batch sizes' segment, tune/schedule.py, starts
-at 1024 unseeded) keeps 4.5%: at batch 1024 it left none of the eight beyond 0.5% there. Far batch sizes' winners are not seeds: a batch
-4096 search gains nothing from measuring the batch-1 winner (`seeds`, 3 by default).
+at 1024 unseeded) keeps 4.5%: at batch 1024 it left none of the eight beyond 0.5% there. Far batch
+sizes' winners are not seeds: a batch 4096 search gains nothing from measuring the batch-1 winner
+(`seeds`, 3 by default).
 """
 
 from __future__ import annotations
