@@ -85,3 +85,32 @@ def test_perf_model_ranks_a_64_byte_fp8_k_step_behind_128():
     for batch in (1, 16, 256):
         assert ratio("fp8-block", batch) >= 1.3
         assert ratio("bf16", batch) < 1.3
+
+
+def test_searches_side_by_side_do_not_remake_each_other_s_inputs(monkeypatch):
+    """One GPU worker serves the four searches of a layer at once (tune/schedule.py), so its
+    timings alternate between batch sizes and GEMMs: each batch size's routing and activations
+    (made on the CPU: 0.2-0.5 s at batch 4096) are kept for the last few, not remade at every
+    switch; the weights stay the current GEMM's, and what is kept is bounded."""
+    pytest.importorskip("torch")
+    from tilefit.tune.targets import tilefit_moe
+
+    made = []
+    routing = tilefit_moe.routing
+    monkeypatch.setattr(tilefit_moe, "routing",
+                        lambda shape, batch, seed, **kw: made.append((shape.gemm, batch))
+                        or routing(shape, batch, seed, **kw))
+    t = TilefitMoETarget(gpu="h200", device="cpu")
+    g1 = TuneShape("gemm1", 4, 64, 32, 2, "bf16", 8)
+    g2 = g1.with_gemm("gemm2")
+    for _ in range(3):
+        for shape, batch in ((g1, 16), (g1, 2048), (g2, 16), (g2, 2048)):
+            p = t._problem(shape, batch)
+            assert p["b"] is t._weights(shape)["b"] and p["a"].shape[0] == batch * (
+                1 if shape.gemm == "gemm1" else shape.topk)
+            t._launch(MoEConfig(16, 32, 32, 1, 4, 2), shape, batch)  # aligns the routing
+    assert made == [("gemm1", 16), ("gemm1", 2048), ("gemm2", 16), ("gemm2", 2048)]
+    for batch in range(1, 10):
+        t._problem(g1, batch)
+    assert len(t._activations) == tilefit_moe.ACTIVATIONS_KEPT
+    assert {k[:2] for k in t._aligns} <= set(t._activations)

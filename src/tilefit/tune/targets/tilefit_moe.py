@@ -42,6 +42,11 @@ GRAPH_LAUNCHES = 24  # launches captured in one graph (at least; a multiple of t
 # at-least-4 replays 2.4-7 ms, three to five times the probe's 6 ms budget.
 PROBE_GRAPH_LAUNCHES = 8
 L2_MULTIPLE = 4  # the rotated weight copies touch this many times the L2 size per graph pass
+# Batch sizes whose routing and activations a GPU worker keeps: the searches side by side
+# (tune/schedule.py: two GEMMs x two segments) interleave their timings on one worker, and
+# remaking them at each switch cost 0.2-0.5 s of CPU at batch 4096 (session 6's H200 journals:
+# a timing after another search's read 0.1-0.7 s at batch 1024-4096, after its own 10-33 ms).
+ACTIVATIONS_KEPT = 4
 ROTATE_MAX_BYTES = 16 << 30  # memory the weight copies may take at most
 GRAPH = "cuda-graph"
 EVENTS = "events"
@@ -75,6 +80,7 @@ class TilefitMoETarget:
         self.graph_max_batch = graph_max_batch
         self.device = device  # "cpu" only for `check` under TRITON_INTERPRET=1 (tests)
         self._inputs: dict[Any, Any] = {}
+        self._activations: dict[Any, Any] = {}  # (shape, batch) -> routing and A, oldest first
         self._aligns: dict[Any, Any] = {}
 
     # -- protocol, no GPU needed ----------------------------------------------------------------
@@ -185,29 +191,44 @@ class TilefitMoETarget:
         return self._inputs[key]
 
     def _problem(self, shape: TuneShape, batch: int) -> dict[str, Any]:
+        """The current weights, `batch`'s activations and an output buffer (one problem at a
+        time: the output and the weights are the large parts)."""
         key = ("batch", shape, batch)
         if key in self._inputs:
             return self._inputs[key]
         import torch
 
-        from tilefit.kernels.triton_moe import ops
-
         for old in [k for k in self._inputs if k[0] == "batch"]:
             del self._inputs[old]
-        self._aligns.clear()
-        ids, weights = routing(shape, batch, self.seed)
-        n, k = shape.nk
-        g = torch.Generator(device="cpu").manual_seed(self.seed + 1)
-        a_rows = batch if shape.gemm == "gemm1" else batch * shape.topk
-        a = (torch.randn(a_rows, k, generator=g) / k ** 0.5).to(_half(shape)).to(self.device)
-        p: dict[str, Any] = {"ids": ids.to(self.device), "ids_cpu": ids, "w_cpu": weights,
-                             "topk_weights": weights.reshape(-1).float().to(self.device),
-                             "a": a, "a_scale": None, **self._weights(shape)}
-        if shape.dtype == "fp8-block":
-            p["a"], p["a_scale"] = ops.quantize_fp8_groups(a)
-        p["c"] = torch.empty(batch * shape.topk, n, dtype=_half(shape), device=self.device)
+        p = {**self._batch_inputs(shape, batch), **self._weights(shape)}
+        p["c"] = torch.empty(batch * shape.topk, shape.nk[0], dtype=_half(shape), device=self.device)
         self._inputs[key] = p
         return p
+
+    def _batch_inputs(self, shape: TuneShape, batch: int) -> dict[str, Any]:
+        """Routing and activations of one batch size, kept for the last ACTIVATIONS_KEPT."""
+        key = (shape, batch)
+        kept = self._activations.pop(key, None)
+        if kept is None:
+            import torch
+
+            from tilefit.kernels.triton_moe import ops
+
+            ids, weights = routing(shape, batch, self.seed)
+            k = shape.nk[1]
+            g = torch.Generator(device="cpu").manual_seed(self.seed + 1)
+            a_rows = batch if shape.gemm == "gemm1" else batch * shape.topk
+            a = (torch.randn(a_rows, k, generator=g) / k ** 0.5).to(_half(shape)).to(self.device)
+            kept = {"ids": ids.to(self.device), "ids_cpu": ids, "w_cpu": weights,
+                    "topk_weights": weights.reshape(-1).float().to(self.device),
+                    "a": a, "a_scale": None}
+            if shape.dtype == "fp8-block":
+                kept["a"], kept["a_scale"] = ops.quantize_fp8_groups(a)
+            while len(self._activations) >= ACTIVATIONS_KEPT:
+                del self._activations[next(iter(self._activations))]
+            self._aligns = {ak: al for ak, al in self._aligns.items() if ak[:2] in self._activations}
+        self._activations[key] = kept  # the newest last
+        return kept
 
     def rotated_weights(self, shape: TuneShape) -> list[tuple[Any, Any]]:
         """(weights, scales) copies for graph timing, sized at batch 1 (the fewest bytes touched):
