@@ -135,6 +135,15 @@ def test_engine_target_inputs_on_cpu():
     again = t._engine_inputs(shape, 5)
     assert again is p  # cached per batch; the weights are made once per shape
     assert t._engine_inputs(shape, 6)["w1"] is p["w1"]
+    # The job's two batch-size segments time in turns on one worker (tune/schedule.py): each
+    # batch size's inputs are kept for the last few, not remade at every switch.
+    assert t._engine_inputs(shape, 5) is p
+    for batch in range(7, 20):  # the other segment's searches move on; this one stays at 5
+        t._engine_inputs(shape, batch)
+        assert t._engine_inputs(shape, 5) is p
+    from tilefit.tune.targets.tilefit_moe import ACTIVATIONS_KEPT
+
+    assert sum(k[0] == "engine-batch" for k in t._inputs) == ACTIVATIONS_KEPT
 
 
 # ------------------------------------------------------------------ fp8 means per-tensor fp8

@@ -110,7 +110,9 @@ def test_searches_side_by_side_do_not_remake_each_other_s_inputs(monkeypatch):
                 1 if shape.gemm == "gemm1" else shape.topk)
             t._launch(MoEConfig(16, 32, 32, 1, 4, 2), shape, batch)  # aligns the routing
     assert made == [("gemm1", 16), ("gemm1", 2048), ("gemm2", 16), ("gemm2", 2048)]
-    for batch in range(1, 10):
+    for batch in range(1, 10):  # the other searches move on; gemm2's batch-2048 one stays
         t._problem(g1, batch)
+        t._problem(g2, 2048)
+    assert made.count(("gemm2", 2048)) == 1
     assert len(t._activations) == tilefit_moe.ACTIVATIONS_KEPT
     assert {k[:2] for k in t._aligns} <= set(t._activations)

@@ -93,7 +93,7 @@ class _EngineTarget(TilefitMoETarget):
         """w1 [E, 2I, H] and w2 [E, H, I] once per shape on the device; x and routing per batch."""
         import torch
 
-        from tilefit.tune.targets.tilefit_moe import _half, routing
+        from tilefit.tune.targets.tilefit_moe import ACTIVATIONS_KEPT, _half, routing
 
         wkey = ("engine-weights", shape)
         if wkey not in self._inputs:
@@ -104,8 +104,11 @@ class _EngineTarget(TilefitMoETarget):
                 "w1": (torch.randn(e, 2 * i, h, generator=g, device=self.device) / 4).to(_half(shape)),
                 "w2": (torch.randn(e, h, i, generator=g, device=self.device) / 4).to(_half(shape))}
         key = ("engine-batch", shape, batch)
-        if key not in self._inputs:
-            for old in [k for k in self._inputs if k[0] == "engine-batch"]:
+        if key in self._inputs:  # the last few batch sizes' are kept, the newest last
+            self._inputs[key] = self._inputs.pop(key)  # (tilefit_moe.ACTIVATIONS_KEPT says why)
+        else:
+            kept = [k for k in self._inputs if k[0] == "engine-batch"]
+            for old in kept[:max(0, len(kept) + 1 - ACTIVATIONS_KEPT)]:
                 del self._inputs[old]
             ids, weights = routing(shape, batch, self.seed, local=False)
             g = torch.Generator(device="cpu").manual_seed(self.seed + 1)
