@@ -5,8 +5,9 @@ Landscape, per GEMM and batch size: the v3 exhaustive sweeps' timings where they
 fitting config at batch 1, 64, 1024, 4096: benchmarks/results/tune_v3_journals) and the session 4
 fast runs' search timings elsewhere (about 58 configs at every batch size: tune_v4); a config
 neither measured is the nearest swept batch's timing scaled by the median ratio of the configs
-measured at both. The fast strategy searches it exactly as `tune` does (run.py: seeds from the
-nearest batch sizes' picks, the default config, `warm` = configs tried earlier in the run).
+measured at both. The fast strategy searches it as `tune` did in session 5 (seeds from the nearest
+batch sizes' picks, the default, `warm` = configs tried earlier): one segment per GEMM, a compile
+per config (not session 6's two segments, tune/schedule.py, nor one compile per compile key).
 
 Cost, calibrated on the session 4 journals (same GPU, 16 compile workers): every search call
 (a chunk of configs) costs its probe timings (the journals' median gap between two probe lines at
