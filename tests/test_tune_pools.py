@@ -53,3 +53,31 @@ def test_a_retiming_overtakes_the_queued_probes_on_one_gpu_worker():
             t.join(30)
     assert done[0] == "probe-a" and done[1] == "retime", done
     assert done[2:] == ["probe-b", "probe-c"]
+
+
+def test_a_waiter_interrupted_in_its_turn_leaves_no_ticket_behind():
+    """Ctrl-C reaches the main thread, which waits for a worker when it runs the searches in
+    turns (or a layer's only search): its ticket must leave the queue, or every later request
+    (the prefetch threads close() joins, the workers' stop) waits behind it for good."""
+    turns = _Turns(["gpu"])
+    worker = turns.take(False)  # busy
+    wait = turns._cv.wait
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    turns._cv.wait = interrupted
+    try:
+        turns.take(True)
+    except KeyboardInterrupt:
+        pass
+    turns._cv.wait = wait
+    turns.give(worker)
+    got: list[str] = []
+    later = threading.Thread(target=lambda: got.append(turns.take(False)))
+    later.start()
+    later.join(2)
+    assert got == ["gpu"], "a later request waited behind the interrupted one's ticket"
+    if later.is_alive():  # unblock it for the test run's exit
+        turns._waiting.clear()
+        turns.give("gpu")

@@ -73,8 +73,14 @@ class _Turns:
         with self._cv:
             ticket = (0 if urgent else 1, next(self._arrival))
             heapq.heappush(self._waiting, ticket)
-            while not (self._idle and self._waiting[0] == ticket):
-                self._cv.wait()
+            try:
+                while not (self._idle and self._waiting[0] == ticket):
+                    self._cv.wait()
+            except BaseException:  # Ctrl-C in the main thread: its ticket must not block the rest
+                self._waiting.remove(ticket)
+                heapq.heapify(self._waiting)
+                self._cv.notify_all()
+                raise
             heapq.heappop(self._waiting)
             worker = self._idle.pop(0)
             self._cv.notify_all()  # the next ticket may find a worker too
