@@ -109,3 +109,23 @@ def test_the_files_and_emit_get_the_winners_in_the_request_s_batch_order(tmp_pat
                               rounds=1, side_by_side=False))
     assert [r.batch for r in report.rows] == [2048, 1, 64] * 2
     assert seen == [{"gemm1": [2048, 1, 64], "gemm2": [2048, 1, 64]}]
+
+
+def test_a_job_s_prefetches_stop_when_its_last_segment_ends(tmp_path, monkeypatch):
+    """A GEMM's prefetch list (its likely winners, queued at the layer's start) is of no use once
+    both its segments are searched: it is dropped then, as before the segments, not at the end of
+    the layer, where it kept spare compile workers from the other GEMM's searches."""
+    from tilefit.tune import evaluator
+
+    monkeypatch.setattr(evaluator, "RESERVED_COMPILE_WORKERS", 1)  # one spare worker prefetches
+    events = []
+    stop = evaluator.Evaluator.stop_prefetch
+    monkeypatch.setattr(evaluator.Evaluator, "stop_prefetch",
+                        lambda self, shape: (events.append(("stop", shape.gemm)),
+                                             stop(self, shape))[1])
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=7, grid="distinct")
+    tune(TuneRequest(spec, (LAYER,), (1, 2048), tmp_path, "h200", "NVIDIA H200",
+                     compile_workers=2, compile_timeout_s=20.0, run_timeout_s=20.0, rounds=1,
+                     side_by_side=False),
+         lambda event, data: events.append((event, data["job"])) if event == "job" else None)
+    assert events.index(("stop", "gemm1")) < events.index(("job", "gemm2"))

@@ -188,13 +188,24 @@ class _Run:
         jobs = self.target.jobs
         parts = segments(self.req.batches, self.req.split_at)
         shapes = {job: self.prepare(layer.with_gemm(job)) for job in jobs}
-        tasks = [partial(self.segment, shapes[job], part, winners) for job in jobs for part in parts]
+        searching, lock = {job: len(parts) for job in jobs}, threading.Lock()
+
+        def searched(job: str, part: tuple[int, ...]) -> list[Row]:
+            try:
+                return self.segment(shapes[job], part, winners)
+            finally:  # a job's prefetches help no other job's search: dropped after its last
+                with lock:
+                    searching[job] -= 1
+                    if searching[job] == 0:
+                        self.evaluator.stop_prefetch(shapes[job][0])
+
+        tasks = [partial(searched, job, part) for job in jobs for part in parts]
         try:
             if self.req.side_by_side and len(tasks) > 1 and not _ties_jobs(self.target):
                 done = side_by_side(tasks, self.stopping)
             else:
                 done = [task() for task in tasks]
-        finally:
+        finally:  # and those of a job whose segments did not all run (an error in turns)
             for job in jobs:
                 self.evaluator.stop_prefetch(shapes[job][0])
         order = {(job, b): i for i, (job, b) in enumerate(
