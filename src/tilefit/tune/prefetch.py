@@ -3,7 +3,7 @@
 Two kinds of work, one queue: a search's hint (the configs its strategy may ask for next, newest
 hint per search only: an older one is stale once the search has moved on) goes before the
 performance model's prefetch lists (each GEMM's likely winners at every batch size, queued at the
-start of the GEMM). A compile here is the evaluator's own (journaled, shared with a search that
+start of the layer, dropped once the GEMM's searches end). A compile here is the evaluator's own (journaled, shared with a search that
 asks for the same config meanwhile, held back while finalists are re-timed).
 """
 
