@@ -206,14 +206,13 @@ def launch_base(p, cfg, al, tw):
     grid = (triton.cdiv(al.num_padded, cfg.block_m) * triton.cdiv(p["n"], cfg.block_n),)
     fused_moe_kernel[grid](
         a, b, c, a_s if sc else d, b_s if sc else d, tw if tw is not None else d,
-        al.sorted_ids, al.expert_ids, p["n"], p["k"], al.num_padded, al.num_valid,
+        al.sorted_ids, al.expert_ids, p["n"], p["k"], al.num_padded, al.num_valid, cfg.group_m,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), b.stride(2), c.stride(0), c.stride(1),
         a_s.stride(0) if sc else 0, a_s.stride(1) if sc else 0,
         b_s.stride(0) if sc else 0, b_s.stride(1) if sc else 0, b_s.stride(2) if sc else 0,
         A_ROWS_PER_TOKEN=p["arpt"], MUL_ROUTED_WEIGHT=tw is not None, BLOCK_SCALED=sc,
         GROUP_K=128, GROUP_N=128, BLOCK_SIZE_M=cfg.block_m, BLOCK_SIZE_N=cfg.block_n,
-        BLOCK_SIZE_K=cfg.block_k, GROUP_SIZE_M=cfg.group_m, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages)
+        BLOCK_SIZE_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def launch_small(p, cfg, al, tw):
