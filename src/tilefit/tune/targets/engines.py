@@ -71,7 +71,9 @@ class _EngineTarget(TilefitMoETarget):
         return worst
 
     def compile_key(self, config: Any) -> Any:
-        return config  # the engines' kernels take GROUP_SIZE_M as a constexpr: one compile each
+        # The engines' fused_moe_kernel takes GROUP_SIZE_M as a tl.constexpr (vLLM 0.33.0
+        # fused_moe.py l.341, SGLang 0.5.23 fused_moe_triton_kernels.py l.367): one compile each.
+        return config
 
     def compile(self, config: Any, shape: TuneShape) -> None:
         return None  # the engine's kernel compiles at its first launch, in the GPU worker
