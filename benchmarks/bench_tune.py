@@ -41,7 +41,8 @@ def grouped_mm_us(shape: Any, batch: int, graph_max_batch: int, seed: int = 0) -
     import torch
     from triton.testing import do_bench
 
-    from tilefit.tune.targets.tilefit_moe import TilefitMoETarget, replay_us, routing
+    from tilefit.tune.targets.gpu_timing import replay_us
+    from tilefit.tune.targets.tilefit_moe import GRAPH_LAUNCHES, MIN_REPLAYS, TilefitMoETarget, routing
 
     ids = routing(shape, batch, seed)[0].reshape(-1).long()
     counts = torch.bincount(ids[ids >= 0], minlength=shape.experts)
@@ -54,7 +55,7 @@ def grouped_mm_us(shape: Any, batch: int, graph_max_batch: int, seed: int = 0) -
            for b in weights]
     try:
         if batch <= graph_max_batch:
-            return replay_us(fns, 30.0)
+            return replay_us(fns, 30.0, MIN_REPLAYS, GRAPH_LAUNCHES)
         fns[0]()
         return 1000.0 * do_bench(fns[0], warmup=10, rep=50, return_mode="median")
     except Exception as e:  # record why, keep the benchmark going
@@ -86,7 +87,7 @@ def _request(args: argparse.Namespace, layer: Any, out: Path, retime_ms: tuple[f
         devices = tuple(range(torch.cuda.device_count()))[: args.gpus or None]
     return TuneRequest(spec, (layer,), kw.pop("batches"), out, args.gpu, args.device_name,
                        compile_workers=args.compile_workers or default_compile_workers(),
-                       devices=devices, resume=args.resume, **kw)
+                       devices=devices, resume=args.resume, interleave=args.interleave, **kw)
 
 
 def _log(tag: str) -> Any:
@@ -285,6 +286,9 @@ def main() -> None:
     p.add_argument("--probe-rep-ms", type=float, default=5.0)
     p.add_argument("--probe-launches", type=int, default=8,
                    help="launches in a search timing's CUDA graph (the finalists' graphs keep 24)")
+    p.add_argument("--interleave", action="store_true",
+                   help="re-timing rounds (the fast run's and the check's) time their finalists in "
+                        "turns, launch by launch (TuneRequest.interleave)")
     p.add_argument("--split-at", type=int, default=1024,
                    help="the fast run searches the batch sizes from here up as a segment of their "
                         "own, beside the smaller ones (0: one segment, as before session 6)")

@@ -79,3 +79,20 @@ def test_a_search_probe_agrees_with_the_full_timing(batch):
     full = target.run(config, shape, batch)
     probe = target.probe(config, shape, batch)
     assert 0.9 * full < probe < 1.1 * full
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch", [1, 4096])
+def test_configs_timed_in_turns_read_as_each_timed_alone(batch):
+    """`run_many` (a re-timing round's finalists in turns) times what `run` times: within 10% of
+    each config's own `run`, at a graph-timed and an event-timed batch size."""
+    from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
+
+    target = TilefitMoETarget(gpu="h200", warmup_ms=2, rep_ms=10)
+    shape = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+    configs = ([MoEConfig(16, 64, 128, 1, 4, 4), MoEConfig(16, 128, 128, 1, 4, 3)] if batch == 1
+               else [MoEConfig(64, 128, 64, 1, 4, 3), MoEConfig(128, 256, 64, 16, 8, 3)])
+    together = target.run_many(configs, shape, batch)
+    alone = [target.run(c, shape, batch) for c in configs]
+    for t, a in zip(together, alone):
+        assert 0.9 * a < t < 1.1 * a, (together, alone)

@@ -22,7 +22,7 @@ from tilefit.tune.journal import Journal
 from tilefit.tune.prefetch import Prefetcher
 from tilefit.tune.report import ModelBug
 from tilefit.tune.results import DoesNotFit, LaunchFailed, Ok, Result, describe
-from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.base import ConfigGroup, TuneShape
 
 # Compile workers kept free of prefetching, for the configs a search is waiting on (the fast
 # strategy's chunk): prefetching only ever uses the workers beyond these.
@@ -38,10 +38,13 @@ class Evaluator:
     compile is done instead of after the slowest of the chunk."""
 
     def __init__(self, name: str, target: Any, journal: Journal, compile_pool: Any,
-                 bench_pool: Any, model_bugs: list[ModelBug], progress: Progress):
+                 bench_pool: Any, model_bugs: list[ModelBug], progress: Progress,
+                 interleave: bool = False):
         self.name, self.target, self.journal = name, target, journal
         self.compile_pool, self.bench_pool = compile_pool, bench_pool
         self.model_bugs, self.progress = model_bugs, progress
+        # Re-timing rounds take their finalists in turns (finalists.retime), where the target can.
+        self.interleave = interleave and hasattr(target, "run_many")
         # Room for every search of a layer at once (schedule.py runs them side by side).
         lanes = SEARCHES_AT_ONCE * (compile_pool.size + bench_pool.size)
         self._lanes = ThreadPoolExecutor(max_workers=lanes)
@@ -165,6 +168,28 @@ class Evaluator:
         if not isinstance(compiled, Ok):
             return compiled
         r = self.bench_pool.call("probe" if probe else "run", config, shape, batch)
+        return self._measured(shape, batch, config, key, r)
+
+    def measure_together(self, shape: TuneShape, batch: int, configs: Sequence[Any],
+                         key: str) -> list[Result]:
+        """`measure` of each of `configs` (full timings, journaled under `key`), the ones not
+        journaled yet timed in turns in one request (the target's run_many; gpu_timing.py says
+        why). Where that request fails as a whole, or a config is not ready to time (does not
+        fit, did not compile), `measure` takes the config alone."""
+        found: dict[Any, Result | None] = {
+            c: self.journal.lookup(self.name, key, batch, c) for c in configs}
+        ready = [c for c in configs if found[c] is None and self.target.fit_reason(c, shape) is None
+                 and isinstance(self.compiled(shape, c), Ok)]
+        if len(ready) > 1:
+            reply = self.bench_pool.call("run_many", ConfigGroup(tuple(ready)), shape, batch)
+            if isinstance(reply, list) and len(reply) == len(ready):
+                for c, r in zip(ready, reply):
+                    found[c] = self._measured(shape, batch, c, key, r)
+        return [r if r is not None else self.measure(shape, batch, c, key)
+                for c, r in found.items()]
+
+    def _measured(self, shape: TuneShape, batch: int, config: Any, key: str, r: Result) -> Result:
+        """Journal a timing, note a launch the SMEM model said would fit, say it."""
         self.journal.record(self.name, key, batch, config, r)
         if isinstance(r, DoesNotFit):
             self.model_bugs.append(ModelBug(key, config, r))

@@ -83,8 +83,12 @@ def retime(evaluator: Any, shape: TuneShape, batch: int,
     with evaluator.quiet():
         for r in range(rounds):
             shift = r % max(1, len(live))
-            for c in live[shift:] + live[:shift]:
-                result = evaluator.measure(shape, batch, c, key=f"retime{r}:{shape.key()}")
+            order, key = live[shift:] + live[:shift], f"retime{r}:{shape.key()}"
+            if getattr(evaluator, "interleave", False):  # the round's configs timed in turns
+                results = evaluator.measure_together(shape, batch, order, key)
+            else:
+                results = [evaluator.measure(shape, batch, c, key=key) for c in order]
+            for c, result in zip(order, results):
                 times[c].append(time_of(result))
             if drop > 0 and live:
                 lead = min(Retimed(c, tuple(times[c]), None, ()).median_us for c in live)

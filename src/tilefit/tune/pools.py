@@ -21,9 +21,9 @@ from typing import Any
 from tilefit.tune.targets.base import TargetSpec, TuneShape
 from tilefit.tune.workers import Worker
 
-# Requests that decide a pick: the finalists' full timings and the output check. A search's
-# "probe" only ranks configs for the search; "compile" runs on the CPU pool.
-URGENT = frozenset({"run", "check"})
+# Requests that decide a pick: the finalists' full timings (alone or in turns) and the output
+# check. A search's "probe" only ranks configs for the search; "compile" runs on the CPU pool.
+URGENT = frozenset({"run", "run_many", "check"})
 
 
 class RequestPool(ABC):

@@ -65,6 +65,7 @@ class TuneRequest:
     hints: bool = True  # idle workers also compile what a search says it may ask for next
     side_by_side: bool = True  # a layer's searches run at once (False: one after the other)
     split_at: int = SPLIT_AT  # batch sizes from here on are searched as a segment of their own
+    interleave: bool = False  # a re-timing round's finalists timed in turns (target.run_many)
     finalists: int = FINALISTS  # best configs of each search re-timed in quiet
     rounds: int = ROUNDS  # re-timing rounds (0: pick by the search's own timings)
     event_rounds: int = EVENT_ROUNDS  # ... at least, where the target times with CUDA events
@@ -176,7 +177,7 @@ class _Run:
         self.tried: dict[tuple[str, int], set[Any]] = {}  # (shape, segment) -> configs measured
         self.total = len(req.shapes) * len(target.jobs) * len(req.batches)
         self.evaluator = Evaluator(target.name, target, journal, cpool, bpool, self.model_bugs,
-                                   progress)
+                                   progress, interleave=req.interleave)
 
     def layer(self, layer: TuneShape) -> None:
         """Every job and batch of one layer shape, then the target's files for it. Each job's

@@ -95,13 +95,16 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
             return
         fatal = False
         try:
-            config = target.config_from_dict(config_dict)
+            config = (tuple(target.config_from_dict(d) for d in config_dict["group"])
+                      if op == "run_many" else target.config_from_dict(config_dict))
             shape = TuneShape(**shape_dict)
             if op == "compile":
                 target.compile(config, shape)
                 reply: Any = None
             elif op == "run":
                 reply = Ok(float(target.run(config, shape, batch)))
+            elif op == "run_many":  # several configs timed in turns (a re-timing round)
+                reply = [Ok(float(t)) for t in target.run_many(list(config), shape, batch)]
             elif op == "probe":  # a search's ranking timing; the target's `run` if it has none
                 reply = Ok(float(getattr(target, "probe", target.run)(config, shape, batch)))
             elif op == "check":

@@ -114,6 +114,16 @@ class TargetSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfigGroup:
+    """Several configs in one request to a worker ("run_many": timed in turns)."""
+
+    configs: tuple[Any, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"group": [c.as_dict() for c in self.configs]}
+
+
+@dataclass(frozen=True, slots=True)
 class Routed:
     """What one timed routing draw gives this GPU: (token, expert) rows and distinct local experts
     hit. The floor uses it instead of the expectation: a seeded draw can hit fewer experts than
@@ -180,6 +190,8 @@ class Target(Protocol):
 
     # Optional: `probe(config, shape, batch) -> float`, a shorter timing of the same kind that
     # searches use to rank configs (their best few are re-timed with `run`); without it, `run`.
+    # Optional: `run_many(configs, shape, batch) -> list[float]`, `run` of each config with the
+    # configs timed in turns (a re-timing round, when the run asks for it: TuneRequest.interleave).
 
     def timing(self, shape: TuneShape, batch: int) -> str:
         """How `run` times this batch size, for the summary (e.g. "cuda-graph", "events")."""

@@ -129,6 +129,9 @@ class FakeTarget:
             subprocess.run(["sleep", str(self.compile_child_s)], check=True)
         self._misbehave("compile", config)
 
+    def run_many(self, configs: list[Any], shape: TuneShape, batch: int) -> list[float]:
+        return [self.run(c, shape, batch) for c in configs]
+
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
         if self.run_sleep_s:
             time.sleep(self.run_sleep_s)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tilefit.tune.targets.base import MOE_SPACE, Routed, TuneShape
+from tilefit.tune.targets.gpu_timing import events_together_us, replay_together_us, replay_us
 
 SEED = 0
 WARMUP_MS, REP_MS = 10, 40  # do_bench budgets per config (ms)
@@ -276,6 +277,15 @@ class TilefitMoETarget:
         return self._time(config, shape, batch, self.warmup_ms, self.rep_ms, MIN_REPLAYS,
                           self.graph_ms, GRAPH_LAUNCHES)
 
+    def run_many(self, configs: list[Any], shape: TuneShape, batch: int) -> list[float]:
+        """`run` of each config, the configs timed in turns (gpu_timing.py says why)."""
+        if self.timing(shape, batch) == GRAPH:
+            copies = self.rotated_weights(shape)
+            groups = [[self._launch(c, shape, batch, w) for w in copies] for c in configs]
+            return replay_together_us(groups, self.graph_ms, MIN_REPLAYS, GRAPH_LAUNCHES)
+        return events_together_us([self._launch(c, shape, batch) for c in configs],
+                                  self.warmup_ms, self.rep_ms)
+
     def probe(self, config: Any, shape: TuneShape, batch: int) -> float:
         """`run` on the search's shorter budget (the module docstring says why)."""
         return self._time(config, shape, batch, self.probe_warmup_ms, self.probe_rep_ms,
@@ -326,37 +336,6 @@ class TilefitMoETarget:
             scale = max(scale, ref.abs().max().item())
         tol = TOLERANCE.get(shape.dtype, 2e-2)
         return None if err <= tol * (scale or 1.0) else f"max error {err:.3g} > {tol} x {scale:.3g}"
-
-
-def replay_us(launches: list[Any], budget_ms: float, min_replays: int = MIN_REPLAYS,
-              graph_launches: int = GRAPH_LAUNCHES) -> float:
-    """Microseconds per launch: the median over replays (at least `min_replays`, about
-    `budget_ms` in all) of one captured CUDA graph of `launches` repeated to `graph_launches` or
-    more; the first replay, which warms the graph's launch path, is left out."""
-    import statistics
-
-    import torch
-
-    for launch in launches:  # compile (a cache hit) and surface launch errors outside capture
-        launch()
-    torch.cuda.synchronize()
-    passes = max(1, -(-graph_launches // len(launches)))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(passes):
-            for launch in launches:
-                launch()
-    count = passes * len(launches)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times: list[float] = []
-    while len(times) < min_replays or (sum(times) < budget_ms and len(times) < 200):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    del graph
-    return 1000.0 * statistics.median(times[1:]) / count
 
 
 def _half(shape: TuneShape) -> Any:
