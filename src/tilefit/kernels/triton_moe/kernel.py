@@ -20,8 +20,10 @@ import triton.language as tl
 # batch size (a precompiled config is then a cache hit at any batch; see tune.targets.tilefit_moe).
 # GROUP_SIZE_M is a runtime argument, unspecialised too: it only enters the program-id arithmetic,
 # which divides by the runtime column count anyway, so the four GROUP_SIZE_M values of a tile share
-# one compiled kernel (a tuning run compiles a tile once, not once per value; the engines' kernels
-# take it as a constexpr, which changes a few integer instructions per program, not the main loop).
+# one compiled kernel (a tuning run compiles a tile once, not once per value). The engines' kernels
+# take it as a constexpr (vLLM 0.33.0 fused_moe.py l.341, SGLang 0.5.23 fused_moe_triton_kernels.py
+# l.367), which changes a few integer instructions per program, not the main loop: measured on the
+# H200, the two ran within 0.985-1.003x of each other (benchmarks/RESULTS.md, session 6).
 @triton.jit(do_not_specialize=["num_valid", "GROUP_SIZE_M"])
 def fused_moe_kernel(
     a_ptr, b_ptr, c_ptr,
