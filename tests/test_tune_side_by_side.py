@@ -106,12 +106,12 @@ def test_a_job_that_fails_stops_the_other_at_its_next_search(tmp_path, monkeypat
     started = []
     original = run_mod._Run.batch
 
-    def batch(self, shape, b, *args):
-        started.append((shape.gemm, b))
-        if shape.gemm == "gemm2":
+    def batch(self, seg, b, *args):
+        started.append((seg.job.shape.gemm, b))
+        if seg.job.shape.gemm == "gemm2":
             raise RuntimeError("boom")
         time.sleep(0.2)
-        return original(self, shape, b, *args)
+        return original(self, seg, b, *args)
 
     monkeypatch.setattr(run_mod._Run, "batch", batch)
     spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", seed=5, grid="distinct")

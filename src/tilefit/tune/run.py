@@ -174,7 +174,6 @@ class _Run:
         self.started = itertools.count()  # searches started (the progress index)
         self.stopping = threading.Event()
         self.files: list[str] = []
-        self.tried: dict[tuple[str, int], set[Any]] = {}  # (shape, segment) -> configs measured
         self.total = len(req.shapes) * len(target.jobs) * len(req.batches)
         self.evaluator = Evaluator(target.name, target, journal, cpool, bpool, self.model_bugs,
                                    progress, interleave=req.interleave)
@@ -188,17 +187,17 @@ class _Run:
         winners: dict[str, dict[int, Any]] = {}
         jobs = self.target.jobs
         parts = segments(self.req.batches, self.req.split_at)
-        shapes = {job: self.prepare(layer.with_gemm(job)) for job in jobs}
+        prepared = {job: self.prepare(layer.with_gemm(job)) for job in jobs}
         searching, lock = {job: len(parts) for job in jobs}, threading.Lock()
 
         def searched(job: str, part: tuple[int, ...]) -> list[Row]:
             try:
-                return self.segment(shapes[job], part, winners)
+                return self.segment(_Segment(prepared[job], part), winners)
             finally:  # a job's prefetches help no other job's search: dropped after its last
                 with lock:
                     searching[job] -= 1
                     if searching[job] == 0:
-                        self.evaluator.stop_prefetch(shapes[job][0])
+                        self.evaluator.stop_prefetch(prepared[job].shape)
 
         tasks = [partial(searched, job, part) for job in jobs for part in parts]
         try:
@@ -208,7 +207,7 @@ class _Run:
                 done = [task() for task in tasks]
         finally:  # and those of a job whose segments did not all run (an error in turns)
             for job in jobs:
-                self.evaluator.stop_prefetch(shapes[job][0])
+                self.evaluator.stop_prefetch(prepared[job].shape)
         order = {(job, b): i for i, (job, b) in enumerate(
             (job, b) for job in jobs for b in self.req.batches)}
         found = sorted((row for part_rows in done for row in part_rows),
@@ -231,28 +230,25 @@ class _Run:
             self.progress("warning", {"message": f"{layer.key()}: no config ran for some batch "
                                                  f"sizes; no config file written"})
 
-    def prepare(self, shape: TuneShape) -> tuple[TuneShape, list[Any], list[Any], Predictions]:
-        """(shape, space, fitting configs, model) of one job; its prefetch list queued."""
+    def prepare(self, shape: TuneShape) -> _Job:
+        """One job's space, fitting configs and model; its prefetch list queued."""
         space = list(self.target.space(shape))
         fitting = [c for c in space if self.target.fit_reason(c, shape) is None]
         model = Predictions(self.target, shape, perfmodel.Device.from_gpu(self.gpu, shape.dtype))
         if self.evaluator.can_prefetch:
             self.evaluator.prefetch(shape, self.prefetch_order(fitting, model))
-        return shape, space, fitting, model
+        return _Job(shape, space, fitting, model)
 
-    def segment(self, prepared: tuple[TuneShape, list[Any], list[Any], Predictions],
-                batches: tuple[int, ...], winners: dict[str, dict[int, Any]]) -> list[Row]:
+    def segment(self, seg: _Segment, winners: dict[str, dict[int, Any]]) -> list[Row]:
         """One segment of a job's batch sizes in order, each search seeded by the nearer winners
         of this segment (schedule.py says why only these)."""
-        shape, space, fitting, model = prepared
-        won: dict[int, Any] = {}
         rows = []
-        for batch in batches:
-            row = self.batch(shape, batch, space, fitting, winners, won, model, batches)
+        for batch in seg.batches:
+            row = self.batch(seg, batch, winners)
             rows.append(row)
             if row.config is not None:
-                won[batch] = row.config
-                winners.setdefault(shape.gemm, {})[batch] = row.config
+                seg.won[batch] = row.config
+                winners.setdefault(seg.job.shape.gemm, {})[batch] = row.config
             self.progress("row", row.as_dict())
         return rows
 
@@ -270,11 +266,11 @@ class _Run:
             order.setdefault(key(c), c)
         return list(order.values())[:count]
 
-    def batch(self, shape: TuneShape, batch: int, space: list[Any], fitting: list[Any],
-              winners: dict[str, dict[int, Any]], prev: dict[int, Any], model: Predictions,
-              part: tuple[int, ...]) -> Row:
-        """One search (seeded by `prev`, the winners of its segment `part`), the exhaustive sweep
-        where asked, then the finalists re-timed in quiet."""
+    def batch(self, seg: _Segment, batch: int, winners: dict[str, dict[int, Any]]) -> Row:
+        """One search (seeded by its segment's winners), the exhaustive sweep where asked, then
+        the finalists re-timed in quiet."""
+        shape, space, fitting, model = seg.job.shape, seg.job.space, seg.job.fitting, seg.job.model
+        prev = seg.won
         if self.stopping.is_set():
             raise _Stopped()
         done = next(self.started)
@@ -297,13 +293,11 @@ class _Run:
         # Configs this segment already tried at other batch sizes are compiled, and so is every
         # config sharing a compile with one of them: cheap to time. (The segment's own history,
         # not the journal's, so a resumed run retraces the same searches.)
-        segment = part[0]
-        tried = self.tried.setdefault((shape.key(), segment), set())
-        compiled = {self.target.compile_key(c) for c in tried}
+        compiled = {self.target.compile_key(c) for c in seg.tried}
         warm = frozenset(c for c in configs if self.target.compile_key(c) in compiled)
         # The strategy's hints (its next configs) compile on the spare workers while it waits.
         hint = None if not (self.req.hints and self.evaluator.can_prefetch) else \
-            (lambda cs: self.evaluator.hint(shape, cs, source=segment))
+            (lambda cs: self.evaluator.hint(shape, cs, source=seg.batches[0]))
         first = batch == min(self.req.batches)  # the job's first search (see strategies/fast.py)
         space_now = SearchSpace(configs, model.at(batch), seeds, warm=warm, baseline=default,
                                 axes=self.target.config_space.axes, hint=hint, first=first)
@@ -311,7 +305,7 @@ class _Run:
                                       self.options)
         if hint is not None:
             hint([])  # the search is over: what it hinted last is not needed
-        tried.update(c for c, _ in result.measured)
+        seg.tried.update(c for c, _ in result.measured)
         search_s = time.monotonic() - t0
         groups: list[tuple[str, Sequence[tuple[Any, Result | None]]]] = [
             ("fast" if self.req.strategy == "fast" else self.req.strategy, result.measured),
@@ -368,6 +362,27 @@ class _Run:
             if isinstance(self.evaluator.check(shape, batch, f.config), Ok):
                 return f
         return None
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One GEMM job of a layer: what every one of its searches reads."""
+
+    shape: TuneShape
+    space: list[Any]
+    fitting: list[Any]  # the configs the SMEM model lets launch
+    model: Predictions
+
+
+@dataclass
+class _Segment:
+    """A job's batch sizes searched in order (schedule.py), with what its searches learnt: its
+    winners (the only seeds they take) and the configs it measured (compiled: cheap to time)."""
+
+    job: _Job
+    batches: tuple[int, ...]
+    won: dict[int, Any] = field(default_factory=dict)
+    tried: set[Any] = field(default_factory=set)
 
 
 class _Stopped(Exception):
