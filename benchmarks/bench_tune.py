@@ -110,7 +110,8 @@ def fast_run(args: argparse.Namespace, layout: str) -> Any:
     req = _request(args, layer, Path(args.work) / layout / "fast", batches=tuple(args.batches),
                    strategy="fast", measure_ceilings=args.target != "fake",
                    side_by_side=not args.in_turns, split_at=args.split_at,
-                   provenance={"model": "GLM-5", "layout": layout.upper()})
+                   provenance={"model": "GLM-5", "layout": layout.upper()},
+                   trace=Path(args.work) / layout / "fast-trace.jsonl" if args.trace else None)
     print(f"[{layout}] fast strategy, {len(args.batches)} batch sizes", file=sys.stderr, flush=True)
     return tune(req, _log(f"{layout} fast"))
 
@@ -289,6 +290,9 @@ def main() -> None:
     p.add_argument("--interleave", action="store_true",
                    help="re-timing rounds (the fast run's and the check's) time their finalists in "
                         "turns, launch by launch (TuneRequest.interleave)")
+    p.add_argument("--trace", action="store_true",
+                   help="the fast run's pools write a JSON line per request to WORK/LAYOUT/"
+                        "fast-trace.jsonl (wait and run time of every compile and GPU request)")
     p.add_argument("--split-at", type=int, default=1024,
                    help="the fast run searches the batch sizes from here up as a segment of their "
                         "own, beside the smaller ones (0: one segment, as before session 6)")

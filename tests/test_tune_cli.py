@@ -178,3 +178,27 @@ def test_tune_shapes_name_block_scaled_fp8_fp8_block():
     assert TuneShape("gemm1", 32, 6144, 2048, 8, "fp8-block", 256).key().endswith(",fp8-block")
     with pytest.raises(ValueError, match="fp8-block"):
         TuneShape("gemm1", 32, 6144, 2048, 8, "fp8", 256)
+
+
+def test_trace_writes_a_line_per_request_and_pause(cli, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    r = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1,64",
+            "--out", str(tmp_path / "out"), "--trace", str(trace), *FAST)
+    assert r.code == 0, r.err
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    ops = {(d["pool"], d["op"]) for d in lines}
+    assert {("compile", "compile"), ("gpu", "probe"), ("gpu", "run")} <= ops
+    journal = read_entries(tmp_path / "out" / "journal.jsonl", MOE_SPACE.from_dict)
+    probes = [d for d in lines if d["op"] == "probe"]
+    # Every search timing in the journal went through the GPU pool once.
+    assert len(probes) == sum(1 for e in journal if e.batch is not None and ":" in e.shape
+                              and not e.shape.startswith(("retime", "check")))
+    for d in lines:
+        assert d["t"] >= 0 and d["wait_s"] >= 0 and d["run_s"] >= 0
+        assert (d["shape"] is None) == (d["op"] == "pause")
+
+
+def test_trace_is_refused_with_ray(cli, tmp_path):
+    r = cli("tune", "--model", "glm-5", "--target", "fake", "--ray", "--trace",
+            str(tmp_path / "t.jsonl"), "--out", str(tmp_path))
+    assert r.code == 2 and "--trace" in r.err and "Traceback" not in r.err

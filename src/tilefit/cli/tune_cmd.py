@@ -105,6 +105,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--peak-tflops", type=positive_float, metavar="TFLOPS",
                    help="the GPU's dense tensor-core TFLOP/s for the tuned dtype, for a GPU not in "
                         "tilefit's catalog (default: a catalogued GPU of its arch scaled by SM count)")
+    p.add_argument("--trace", metavar="FILE",
+                   help="append a JSON line per compile and GPU request to FILE: when it was asked, "
+                        "how long it waited for a worker and how long it ran, and each pause of the "
+                        "compile workers (where a run's time goes; local workers, not --ray)")
     p.add_argument("--gpu", help=argparse.SUPPRESS)  # catalog GPU for fake/replay runs
     p.add_argument("--replay", metavar="FILE", help=argparse.SUPPRESS)
     add_json_arg(p)
@@ -133,6 +137,9 @@ def build_request(args: argparse.Namespace) -> Any:
             raise UsageError("--target sglang tunes without expert parallelism for now; use --ep 1, "
                              "or --target tilefit")
     ray = _ray_options(args, target)
+    if ray is not None and args.trace:
+        raise UsageError("--trace records tilefit's local worker pools; a --ray run's requests run "
+                         "on the cluster's workers: leave out --trace or --ray")
     cores = default_compile_workers()
     if ray is None and args.compile_workers and args.compile_workers > cores:
         raise UsageError(f"--compile-workers {args.compile_workers:,} is more than the {cores} CPU core(s) "
@@ -201,7 +208,8 @@ def build_request(args: argparse.Namespace) -> Any:
         exhaustive_at=tuple(args.exhaustive_at), ray=ray, figures=figures,
         finalists=args.finalists, rounds=args.rounds,
         measure_ceilings=target not in CPU_TARGETS and ray is None, emit=args.emit or (),
-        provenance={"model": model.name, "layout": Layout(tp=args.tp, ep=args.ep).label()})
+        provenance={"model": model.name, "layout": Layout(tp=args.tp, ep=args.ep).label()},
+        trace=Path(args.trace) if args.trace else None)
 
 
 def _ray_options(args: argparse.Namespace, target: str) -> Any:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import os
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +22,32 @@ from typing import Any
 
 from tilefit.tune.targets.base import TargetSpec, TuneShape
 from tilefit.tune.workers import Worker
+
+
+class Trace:
+    """A JSON line per request served by a pool (`tilefit tune --trace`, bench_tune `--trace`): the
+    pool, op, shape, batch, when it was asked (s since the trace opened), how long it waited for a
+    worker and how long the worker took. For finding where a run's time goes; thread-safe."""
+
+    def __init__(self, path: Any):
+        self._file = open(path, "a", encoding="utf-8")  # appended: a resumed run keeps the first
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic()
+
+    def record(self, pool: str, op: str, shape: TuneShape | None, batch: int | None, asked: float,
+               started: float, done: float) -> None:
+        """One request (or, with no shape, a pause of the pool's workers: `started` to `done`)."""
+        key = shape.key() if shape is not None else None
+        line = json.dumps({"pool": pool, "op": op, "shape": key, "batch": batch,
+                           "t": round(asked - self._t0, 4), "wait_s": round(started - asked, 4),
+                           "run_s": round(done - started, 4)})
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
 
 # Requests that decide a pick: the finalists' full timings (alone or in turns) and the output
 # check. A search's "probe" only ranks configs for the search; "compile" runs on the CPU pool.
@@ -99,24 +127,31 @@ class WorkerPool(RequestPool):
     behind the others' probes, and every compile on the host stays paused while it waits
     (benchmarks/RESULTS.md, session 6: quiet blocks of 3-5 s for 13 timings of ~12 ms)."""
 
-    def __init__(self, spec: TargetSpec, devices: Sequence[int | None], *, timeout: float):
+    def __init__(self, spec: TargetSpec, devices: Sequence[int | None], *, timeout: float,
+                 trace: Trace | None = None, name: str = ""):
         if not devices:
             raise ValueError("a worker pool needs at least one worker")
         self.timeout = timeout
+        self.trace, self.name = trace, name
         self.workers = [Worker(spec, d) for d in devices]
         self.size = len(self.workers)
         self._turns = _Turns(self.workers)
         self._pausing = threading.Lock()
         self._pauses = 0  # pause blocks open (they may nest or overlap: the last one resumes)
+        self._paused_at = 0.0
 
     def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
         """One request on the next idle worker (blocks while all are busy; URGENT ops go first);
         thread-safe."""
+        asked = time.monotonic()
         worker = self._turns.take(op in URGENT)
+        started = time.monotonic()
         try:
             return worker.call(op, config, shape, batch, self.timeout)
         finally:
             self._turns.give(worker)
+            if self.trace is not None:
+                self.trace.record(self.name, op, shape, batch, asked, started, time.monotonic())
 
     @contextmanager
     def pause(self) -> Iterator[bool]:
@@ -128,6 +163,7 @@ class WorkerPool(RequestPool):
         with self._pausing:
             self._pauses += 1
             if self._pauses == 1:
+                self._paused_at = time.monotonic()
                 for w in self.workers:
                     w.pause()
         try:
@@ -138,6 +174,10 @@ class WorkerPool(RequestPool):
                 if self._pauses == 0:
                     for w in self.workers:
                         w.resume()
+                    if self.trace is not None:
+                        now = time.monotonic()
+                        self.trace.record(self.name, "pause", None, None, self._paused_at,
+                                          self._paused_at, now)
 
     @property
     def restarts(self) -> int:

@@ -34,7 +34,7 @@ from tilefit.tune.schedule import SPLIT_AT, segments, side_by_side
 from tilefit.tune.strategies import get_strategy, make_options
 from tilefit.tune.strategies.base import Budget, SearchSpace
 from tilefit.tune.targets.base import TargetSpec, TuneShape
-from tilefit.tune.pools import WorkerPool
+from tilefit.tune.pools import Trace, WorkerPool
 
 JOURNAL = "journal.jsonl"
 SUMMARY = "tune_summary.json"
@@ -74,6 +74,7 @@ class TuneRequest:
     emit: tuple[str, ...] = ()  # engines whose config files to write too ("vllm", "sglang")
     given: tuple[tuple[str, int, Any], ...] = ()  # (job, batch, config) re-timed with the finalists
     provenance: dict[str, Any] = field(default_factory=dict)  # model, layout: for the emitted files
+    trace: Path | None = None  # a JSON line per compile and GPU request (pools.Trace); local pools
 
 
 def tune(req: TuneRequest, progress: Progress = lambda event, data: None) -> TuneReport:
@@ -120,10 +121,16 @@ def _pools(req: TuneRequest) -> Iterator[tuple[Any, Any]]:
                        run_timeout=req.run_timeout_s) as pools:
             yield pools
         return
-    with WorkerPool(req.target, [None] * max(1, req.compile_workers),
-                    timeout=req.compile_timeout_s) as cpool, \
-            WorkerPool(req.target, list(req.devices), timeout=req.run_timeout_s) as bpool:
-        yield cpool, bpool
+    trace = Trace(req.trace) if req.trace is not None else None
+    try:
+        with WorkerPool(req.target, [None] * max(1, req.compile_workers),
+                        timeout=req.compile_timeout_s, trace=trace, name="compile") as cpool, \
+                WorkerPool(req.target, list(req.devices), timeout=req.run_timeout_s, trace=trace,
+                           name="gpu") as bpool:
+            yield cpool, bpool
+    finally:
+        if trace is not None:
+            trace.close()
 
 
 def _ties_jobs(target: Any) -> bool:
