@@ -287,9 +287,9 @@ def main() -> None:
     p.add_argument("--probe-rep-ms", type=float, default=5.0)
     p.add_argument("--probe-launches", type=int, default=8,
                    help="launches in a search timing's CUDA graph (the finalists' graphs keep 24)")
-    p.add_argument("--interleave", action="store_true",
-                   help="re-timing rounds (the fast run's and the check's) time their finalists in "
-                        "turns, launch by launch (TuneRequest.interleave)")
+    p.add_argument("--no-interleave", dest="interleave", action="store_false",
+                   help="re-timing rounds (the fast run's and the check's) time their finalists "
+                        "one after the other, not in turns launch by launch (TuneRequest.interleave)")
     p.add_argument("--trace", action="store_true",
                    help="the fast run's pools write a JSON line per request to WORK/LAYOUT/"
                         "fast-trace.jsonl (wait and run time of every compile and GPU request)")

@@ -187,7 +187,7 @@ def test_trace_writes_a_line_per_request_and_pause(cli, tmp_path):
     assert r.code == 0, r.err
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
     ops = {(d["pool"], d["op"]) for d in lines}
-    assert {("compile", "compile"), ("gpu", "probe"), ("gpu", "run")} <= ops
+    assert {("compile", "compile"), ("gpu", "warm"), ("gpu", "probe"), ("gpu", "run_many")} <= ops
     journal = read_entries(tmp_path / "out" / "journal.jsonl", MOE_SPACE.from_dict)
     probes = [d for d in lines if d["op"] == "probe"]
     # Every search timing in the journal went through the GPU pool once.

@@ -81,3 +81,29 @@ def test_a_waiter_interrupted_in_its_turn_leaves_no_ticket_behind():
     if later.is_alive():  # unblock it for the test run's exit
         turns._waiting.clear()
         turns.give("gpu")
+
+
+def test_warm_starts_every_worker_before_its_first_request(tmp_path):
+    """WorkerPool.warm: each worker process starts at once and runs the target's warm(shape, gpu)
+    (a timing worker with gpu=True), with no request sent."""
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", warm_dir=str(tmp_path))
+    with WorkerPool(spec, [None, None], timeout=30) as cpu, WorkerPool(spec, [0], timeout=30) as gpu:
+        cpu.warm(SHAPE)
+        gpu.warm(SHAPE)
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.iterdir())) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        marks = sorted(p.name.split("-", 1)[1] for p in tmp_path.iterdir())
+        assert marks == ["cpu-gemm1", "cpu-gemm1", "gpu-gemm1"]
+        pids = {int(p.name.split("-")[0]) for p in tmp_path.iterdir()}
+        assert pids == {w._proc.pid for w in cpu.workers + gpu.workers}
+        assert cpu.call("probe", CONFIG, SHAPE, 1) is not None  # a warmed worker serves as before
+
+
+def test_a_pool_closed_while_warming_waits_for_the_warm_up_and_stops_its_workers():
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget")
+    pool = WorkerPool(spec, [None, None], timeout=30)
+    pool.warm(SHAPE)
+    pool.close()  # at once: the warm-ups are in flight
+    assert all(w._proc is None for w in pool.workers)
+    assert not any(t.is_alive() for t in pool._warming)

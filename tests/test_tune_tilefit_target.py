@@ -116,3 +116,18 @@ def test_searches_side_by_side_do_not_remake_each_other_s_inputs(monkeypatch):
     assert made.count(("gemm2", 2048)) == 1
     assert len(t._activations) == tilefit_moe.ACTIVATIONS_KEPT
     assert {k[:2] for k in t._aligns} <= set(t._activations)
+
+
+def test_warm_on_a_compile_worker_touches_no_gpu(monkeypatch):
+    """A compile worker's warm imports the compiler and the kernel, and never makes a CUDA
+    context (compile workers run where no GPU may be)."""
+    import torch
+
+    def no_cuda(*args, **kwargs):
+        raise AssertionError("a compile worker's warm touched CUDA")
+
+    monkeypatch.setattr(torch.cuda, "init", no_cuda)
+    shape = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+    TilefitMoETarget(gpu="h200").warm(shape, False)
+    import sys
+    assert "triton" in sys.modules and "tilefit.kernels.triton_moe.ops" in sys.modules

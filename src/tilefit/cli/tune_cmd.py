@@ -95,6 +95,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="interleaved re-timing rounds; the median decides (0: pick by the search's "
                         f"own timings; default: %(default)s, at least {EVENT_ROUNDS} at batch sizes "
                         "timed with CUDA events)")
+    p.add_argument("--no-interleave", dest="interleave", action="store_false",
+                   help="time a re-timing round's finalists one after the other (default: in "
+                        "turns, launch by launch or replay by replay, so a change of the GPU's "
+                        "clock meets them all alike)")
     p.add_argument("--compile-timeout", type=positive_float, default=300.0, metavar="S",
                    help="seconds before a compile is killed (default: %(default)s)")
     p.add_argument("--run-timeout", type=positive_float, default=120.0, metavar="S",
@@ -206,7 +210,7 @@ def build_request(args: argparse.Namespace) -> Any:
         compile_workers=args.compile_workers or default_compile_workers(), devices=devices,
         compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
         exhaustive_at=tuple(args.exhaustive_at), ray=ray, figures=figures,
-        finalists=args.finalists, rounds=args.rounds,
+        finalists=args.finalists, rounds=args.rounds, interleave=args.interleave,
         measure_ceilings=target not in CPU_TARGETS and ray is None, emit=args.emit or (),
         provenance={"model": model.name, "layout": Layout(tp=args.tp, ep=args.ep).label()},
         trace=Path(args.trace) if args.trace else None)

@@ -3,7 +3,9 @@ and a kernel of 15 us timed from the host can read 35 us then (vLLM-style event 
 host launch inside the figure). So after each search the run re-times its best few configs, the
 engine's default, the exhaustive sweep's best few (where one ran) and any configs given from
 another run, with no compile running on the host, interleaved over several rounds (each round
-in a rotated order), and picks by the median of the rounds. Every round is a journal line of its
+in a rotated order; within a round the finalists take turns replay by replay or launch by launch,
+TuneRequest.interleave, so a change of the GPU's clock meets them all alike), and picks by the
+median of the rounds. Every round is a journal line of its
 own (shape key "retime<r>:..."), beside the search's lines, so a resumed run re-times nothing twice.
 
 The pick is the fastest median of configs the run measured side by side, so it is never slower

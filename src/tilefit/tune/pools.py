@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tilefit.tune.targets.base import TargetSpec, TuneShape
@@ -30,6 +31,7 @@ class Trace:
     worker and how long the worker took. For finding where a run's time goes; thread-safe."""
 
     def __init__(self, path: Any):
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")  # appended: a resumed run keeps the first
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
@@ -137,6 +139,7 @@ class WorkerPool(RequestPool):
         self.size = len(self.workers)
         self._turns = _Turns(self.workers)
         self._pausing = threading.Lock()
+        self._warming: list[threading.Thread] = []
         self._pauses = 0  # pause blocks open (they may nest or overlap: the last one resumes)
         self._paused_at = 0.0
 
@@ -152,6 +155,18 @@ class WorkerPool(RequestPool):
             self._turns.give(worker)
             if self.trace is not None:
                 self.trace.record(self.name, op, shape, batch, asked, started, time.monotonic())
+
+    def warm(self, shape: TuneShape) -> None:
+        """Start every worker now, in the background, each readying what `shape`'s requests will
+        need (the target's `warm`: imports; a GPU worker's CUDA context). A worker process takes
+        seconds to start (H200 host: the first probe of a run took 5.4 s, benchmarks/RESULTS.md
+        session 7), time the run spent waiting before; requests that come meanwhile wait their
+        turn behind the warm-up as they would behind the start."""
+        for _ in self.workers:
+            thread = threading.Thread(target=self.call, args=("warm", None, shape, None),
+                                      daemon=True, name="tilefit-warm")
+            thread.start()
+            self._warming.append(thread)
 
     @contextmanager
     def pause(self) -> Iterator[bool]:
@@ -184,6 +199,8 @@ class WorkerPool(RequestPool):
         return sum(w.restarts for w in self.workers)
 
     def close(self) -> None:
+        for thread in self._warming:  # a warm-up in flight holds its worker: let it finish
+            thread.join()
         for w in self.workers:
             w.stop()  # resumes a paused worker first, so it can read "stop" and leave
         super().close()

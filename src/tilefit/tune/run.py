@@ -65,7 +65,7 @@ class TuneRequest:
     hints: bool = True  # idle workers also compile what a search says it may ask for next
     side_by_side: bool = True  # a layer's searches run at once (False: one after the other)
     split_at: int = SPLIT_AT  # batch sizes from here on are searched as a segment of their own
-    interleave: bool = False  # a re-timing round's finalists timed in turns (target.run_many)
+    interleave: bool = True  # a re-timing round's finalists timed in turns (target.run_many)
     finalists: int = FINALISTS  # best configs of each search re-timed in quiet
     rounds: int = ROUNDS  # re-timing rounds (0: pick by the search's own timings)
     event_rounds: int = EVENT_ROUNDS  # ... at least, where the target times with CUDA events
@@ -127,6 +127,8 @@ def _pools(req: TuneRequest) -> Iterator[tuple[Any, Any]]:
                         timeout=req.compile_timeout_s, trace=trace, name="compile") as cpool, \
                 WorkerPool(req.target, list(req.devices), timeout=req.run_timeout_s, trace=trace,
                            name="gpu") as bpool:
+            for pool in (cpool, bpool) if req.shapes else ():  # start while the ceilings are timed
+                pool.warm(req.shapes[0])
             yield cpool, bpool
     finally:
         if trace is not None:

@@ -95,9 +95,15 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
             return
         fatal = False
         try:
+            shape = TuneShape(**shape_dict)
+            if op == "warm":  # started ahead of its first request: ready what that will need
+                warm = getattr(target, "warm", None)
+                if warm is not None:
+                    warm(shape, device is not None)
+                _send(conn, ("reply", None))
+                continue
             config = (tuple(target.config_from_dict(d) for d in config_dict["group"])
                       if op == "run_many" else target.config_from_dict(config_dict))
-            shape = TuneShape(**shape_dict)
             if op == "compile":
                 target.compile(config, shape)
                 reply: Any = None
@@ -252,7 +258,8 @@ class Worker:
                 return failed
         try:
             # To a stopped process too: the request waits in the pipe until it continues.
-            self._conn.send((op, config.as_dict(), shape.as_dict(), batch))
+            self._conn.send((op, config.as_dict() if config is not None else None,
+                             shape.as_dict(), batch))
             if not self._replied(timeout):
                 self._kill()
                 return Timeout(timeout, op)

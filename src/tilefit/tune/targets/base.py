@@ -202,6 +202,9 @@ class Target(Protocol):
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
         """None when the output matches the reference, else what differs."""
 
+    # Optional: `warm(shape, gpu)`, run by a worker started ahead of its first request (gpu: a
+    # timing worker, else a compile worker) to ready what `shape`'s requests will need.
+
     def is_fatal(self, error: BaseException) -> bool:
         """True when `error` leaves the process unusable (e.g. a poisoned CUDA context)."""
 

@@ -58,7 +58,7 @@ class FakeTarget:
                  smem_lie: Any = (), compile_sleep_s: float = 0.0, compile_child_s: float = 0.0,
                  run_sleep_s: float = 0.0,
                  grid: str = "full", jobs: Any = ("gemm1", "gemm2"), down_same_block_m: bool = False,
-                 search_noise: float = 0.0, shared_group_m: bool = False):
+                 search_noise: float = 0.0, shared_group_m: bool = False, warm_dir: str = ""):
         self.seed = seed
         self.gpu = gpu
         self.smem_limit = smem_limit
@@ -76,6 +76,12 @@ class FakeTarget:
         self.search_noise = search_noise
         self.shared_group_m = shared_group_m  # GROUP_SIZE_M a runtime argument, as in tilefit's kernel
         self._timed: set[Any] = set()  # (shape, batch, config) timed before in this process
+        self.warm_dir = warm_dir  # `warm` leaves a file "<pid>-<gpu|cpu>-<gemm>" here (tests)
+
+    def warm(self, shape: TuneShape, gpu: bool) -> None:
+        if self.warm_dir:
+            name = f"{os.getpid()}-{'gpu' if gpu else 'cpu'}-{shape.gemm}"
+            (Path(self.warm_dir) / name).write_text("")
 
     def restrict(self, job: str, batch: int, configs: list[Any],
                  winners: dict[str, dict[int, Any]]) -> list[Any]:

@@ -170,6 +170,20 @@ class TilefitMoETarget:
                        shape={"N": n, "K": k, "E": shape.experts, "topk": shape.topk},
                        use_cache=False, full=True)
 
+    def warm(self, shape: TuneShape, gpu: bool) -> None:
+        """Ahead of the first request (pools.WorkerPool.warm): the compiler and the kernel's
+        modules imported, and on a GPU worker the CUDA context made. No weights yet: the main
+        process may be timing the GPU's ceilings meanwhile."""
+        import triton  # noqa: F401
+
+        from tilefit.kernels.triton_moe import ops  # noqa: F401
+
+        if gpu and self.device == "cuda":
+            import torch
+
+            torch.cuda.init()
+            torch.empty(1, device=self.device)  # the context and the caching allocator
+
     # -- run and check (GPU worker) -------------------------------------------------------------
     # Weights are made once per GEMM shape, on the device (hundreds of millions of elements);
     # routing and activations once per batch size. Seeds fix both, so reruns see the same data.
