@@ -107,3 +107,34 @@ def test_a_pool_closed_while_warming_waits_for_the_warm_up_and_stops_its_workers
     pool.close()  # at once: the warm-ups are in flight
     assert all(w._proc is None for w in pool.workers)
     assert not any(t.is_alive() for t in pool._warming)
+
+
+def test_close_asks_every_worker_to_stop_before_waiting_for_any():
+    """A compile worker takes about half a second to exit after compiling: asked one after the
+    other, 16 of them held the end of a run for seconds."""
+    calls: list[tuple[str, int]] = []
+
+    class Stub:
+        def __init__(self, i):
+            self.i = i
+
+        def ask_stop(self):
+            calls.append(("ask", self.i))
+
+        def stop(self, asked=False):
+            assert asked
+            calls.append(("wait", self.i))
+
+    pool = WorkerPool(TargetSpec.of("tilefit.tune.targets.fake:FakeTarget"), [None] * 3, timeout=5)
+    pool.workers = [Stub(i) for i in range(3)]
+    pool.close()
+    assert calls == [("ask", 0), ("ask", 1), ("ask", 2), ("wait", 0), ("wait", 1), ("wait", 2)]
+
+
+def test_workers_stopped_side_by_side_leave_no_process_behind(tmp_path):
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget")
+    with WorkerPool(spec, [None, None, None], timeout=30) as pool:
+        for _ in range(3):
+            pool.call("probe", CONFIG, SHAPE, 1)
+        procs = [w._proc for w in pool.workers if w._proc is not None]
+    assert procs and all(not p.is_alive() for p in procs)

@@ -201,8 +201,10 @@ class WorkerPool(RequestPool):
     def close(self) -> None:
         for thread in self._warming:  # a warm-up in flight holds its worker: let it finish
             thread.join()
+        for w in self.workers:  # all asked first, so they leave side by side
+            w.ask_stop()  # resumes a paused worker first, so it can read "stop" and leave
         for w in self.workers:
-            w.stop()  # resumes a paused worker first, so it can read "stop" and leave
+            w.stop(asked=True)
         super().close()
 
 

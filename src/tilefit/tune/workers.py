@@ -302,12 +302,20 @@ class Worker:
         if proc is not None:
             proc.join(5)
 
-    def stop(self) -> None:
+    def ask_stop(self) -> None:
+        """Tell the process to leave, without waiting (`stop` waits): a pool asks all its workers
+        first, so they leave at once (a compile worker took 0.5 s to exit after compiling)."""
         self.resume()  # a stopped process could not read "stop"
         if self._proc is not None and self._proc.is_alive():
             try:
                 self._conn.send(("stop", None, None, None))
             except (OSError, BrokenPipeError):
                 pass
+
+    def stop(self, asked: bool = False) -> None:
+        """End the process: asked to leave (unless `asked` already), given 2 s, then killed."""
+        if not asked:
+            self.ask_stop()
+        if self._proc is not None:
             self._proc.join(2)
         self._kill()
