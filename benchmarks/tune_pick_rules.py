@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Would another rule for choosing among the re-timed finalists have passed the checks? Replays
-every recorded fast run that has a check (benchmarks/results/tune_v4, tune_v5, tune_v6: the fast
+every recorded fast run that has a check (benchmarks/results/tune_v4 to tune_v7: the fast
 run's re-timing rounds and the check's rounds, re-timed later in the same session with the
 recorded sweep's best configs), applies each rule to the fast run's rounds, and judges the chosen
 config in the check's rounds: its median over the best median there ("pick/best"), and the median
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SETS = ("tune_v4", "tune_v5", "tune_v6")
+SETS = ("tune_v4", "tune_v5", "tune_v6", "tune_v7")
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 Rounds = dict[tuple[str, int], dict[tuple[int, ...], dict[int, float]]]
 
