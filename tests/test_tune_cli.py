@@ -202,3 +202,31 @@ def test_trace_is_refused_with_ray(cli, tmp_path):
     r = cli("tune", "--model", "glm-5", "--target", "fake", "--ray", "--trace",
             str(tmp_path / "t.jsonl"), "--out", str(tmp_path))
     assert r.code == 2 and "--trace" in r.err and "Traceback" not in r.err
+
+
+def test_a_trace_that_cannot_be_written_is_a_usage_error(cli, tmp_path):
+    """A folder, a name under a file, a FIFO (whose open would block): one line and exit 2,
+    before any worker starts."""
+    import os
+
+    (tmp_path / "file").write_text("")
+    os.mkfifo(tmp_path / "fifo")
+    for trace in (tmp_path, tmp_path / "file" / "t.jsonl", tmp_path / "fifo"):
+        r = cli("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1",
+                "--out", str(tmp_path / "out"), "--trace", str(trace), *FAST)
+        assert r.code == 2, (trace, r.err)
+        assert "trace" in r.err and "Traceback" not in r.err and "internal error" not in r.err
+    assert not (tmp_path / "out" / "journal.jsonl").exists()
+
+
+def test_a_resumed_run_s_trace_follows_the_first_run_s_lines(cli, tmp_path):
+    trace, out = tmp_path / "trace.jsonl", str(tmp_path / "out")
+    args = ("tune", "--model", "glm-5", "--ep", "8", "--target", "fake", "--batches", "1",
+            "--out", out, "--trace", str(trace), *FAST)
+    assert cli(*args).code == 0
+    first = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert cli(*args, "--resume").code == 0
+    second = [json.loads(line) for line in trace.read_text().splitlines()][len(first):]
+    assert second  # its warm-ups at least
+    end = max(d["t"] + d["wait_s"] + d["run_s"] for d in first)
+    assert min(d["t"] for d in second) >= end

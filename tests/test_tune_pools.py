@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
+
+import pytest
 
 from tilefit.kernels.triton_moe.config import MoEConfig
-from tilefit.tune.pools import URGENT, WorkerPool, _Turns
+from tilefit.tune.pools import URGENT, Trace, WorkerPool, _Turns
 from tilefit.tune.targets.base import TargetSpec, TuneShape
 
 SHAPE = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
@@ -138,3 +141,46 @@ def test_workers_stopped_side_by_side_leave_no_process_behind(tmp_path):
             pool.call("probe", CONFIG, SHAPE, 1)
         procs = [w._proc for w in pool.workers if w._proc is not None]
     assert procs and all(not p.is_alive() for p in procs)
+
+
+def test_a_refused_journal_starts_no_worker(tmp_path):
+    """The workers start once the journal is open: a run refused for its journal (one there
+    already, no --resume) ends at once, with no process started and none waited for."""
+    from tilefit.errors import UsageError
+    from tilefit.tune.run import JOURNAL, TuneRequest, tune
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / JOURNAL).write_text("{}\n")
+    spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget", warm_dir=str(marks))
+    with pytest.raises(UsageError, match="--resume"):
+        tune(TuneRequest(spec, (SHAPE,), (1,), tmp_path, "h200", "NVIDIA H200", compile_workers=2))
+    assert list(marks.iterdir()) == []
+
+
+def test_a_warm_up_that_raises_prints_no_traceback_and_the_request_meets_it(monkeypatch):
+    """A worker that cannot start (here: its spawn raises) fails the warm-up quietly, in its
+    thread; the first request meets the same error in its caller."""
+    hooked: list[Any] = []
+    monkeypatch.setattr(threading, "excepthook", hooked.append)
+    pool = WorkerPool(TargetSpec.of("tilefit.tune.targets.fake:FakeTarget"), [None], timeout=5)
+
+    def broken(*args):
+        raise RuntimeError("no spawn")
+
+    monkeypatch.setattr(pool.workers[0], "call", broken)
+    pool.warm(SHAPE)
+    for thread in pool._warming:
+        thread.join()
+    assert hooked == []
+    with pytest.raises(RuntimeError, match="no spawn"):
+        pool.call("probe", CONFIG, SHAPE, 1)
+    pool.close()
+
+
+def test_a_trace_closed_under_a_late_request_drops_its_line(tmp_path):
+    trace = Trace(tmp_path / "t.jsonl")
+    trace.record("gpu", "probe", SHAPE, 1, 0.0, 0.0, 0.0)
+    trace.close()
+    trace.record("gpu", "warm", SHAPE, None, 0.0, 0.0, 0.0)  # a warm-up that outlived close
+    assert len((tmp_path / "t.jsonl").read_text().splitlines()) == 1

@@ -21,20 +21,30 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tilefit.errors import UsageError
 from tilefit.tune.targets.base import TargetSpec, TuneShape
 from tilefit.tune.workers import Worker
 
 
 class Trace:
     """A JSON line per request served by a pool (`tilefit tune --trace`, bench_tune `--trace`): the
-    pool, op, shape, batch, when it was asked (s since the trace opened), how long it waited for a
-    worker and how long the worker took. For finding where a run's time goes; thread-safe."""
+    pool, op, shape, batch, when it was asked (s since the trace opened, after the lines of the
+    runs it is appended to), how long it waited for a worker and how long the worker took. For finding where a run's time goes; thread-safe."""
 
     def __init__(self, path: Any):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._file = open(path, "a", encoding="utf-8")  # appended: a resumed run keeps the first
+        path = Path(path)
+        try:  # a folder, a FIFO (its open would block), no write permission: one line, exit 2
+            if path.exists() and not path.is_file():
+                raise UsageError(f"trace {path} is not a regular file; give a file's name")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Appended: a resumed run keeps the first's lines, its own times following theirs.
+            since = _trace_end(path)
+            self._file = open(path, "a", encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"cannot write trace {path}: {e.strerror or e}; give a file in a "
+                             f"writable folder") from None
         self._lock = threading.Lock()
-        self._t0 = time.monotonic()
+        self._t0 = time.monotonic() - since
 
     def record(self, pool: str, op: str, shape: TuneShape | None, batch: int | None, asked: float,
                started: float, done: float) -> None:
@@ -44,12 +54,31 @@ class Trace:
                            "t": round(asked - self._t0, 4), "wait_s": round(started - asked, 4),
                            "run_s": round(done - started, 4)})
         with self._lock:
+            if self._file.closed:  # a warm-up that outlived its pool's close (Ctrl-C in the join)
+                return
             self._file.write(line + "\n")
             self._file.flush()
 
     def close(self) -> None:
         with self._lock:
             self._file.close()
+
+
+def _trace_end(path: Path) -> float:
+    """Where an earlier run's lines in the trace at `path` end (s on its clock; 0 for none), so
+    that a resumed run's lines follow them instead of overlapping them from 0."""
+    end = 0.0
+    if not path.exists():
+        return end
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+                end = max(end, float(d["t"]) + float(d["wait_s"]) + float(d["run_s"]))
+            except (ValueError, KeyError, TypeError):  # a torn last line, a line not a trace's
+                continue
+    return end
+
 
 # Requests that decide a pick: the finalists' full timings (alone or in turns) and the output
 # check. A search's "probe" only ranks configs for the search; "compile" runs on the CPU pool.
@@ -162,9 +191,14 @@ class WorkerPool(RequestPool):
         seconds to start (H200 host: the first probe of a run took 5.4 s, benchmarks/RESULTS.md
         session 7), time the run spent waiting before; requests that come meanwhile wait their
         turn behind the warm-up as they would behind the start."""
+        def warm_one() -> None:
+            try:
+                self.call("warm", None, shape, None)
+            except Exception:  # noqa: BLE001 - no traceback from a thread: the first request meets it
+                pass
+
         for _ in self.workers:
-            thread = threading.Thread(target=self.call, args=("warm", None, shape, None),
-                                      daemon=True, name="tilefit-warm")
+            thread = threading.Thread(target=warm_one, daemon=True, name="tilefit-warm")
             thread.start()
             self._warming.append(thread)
 

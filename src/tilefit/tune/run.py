@@ -86,6 +86,11 @@ def tune(req: TuneRequest, progress: Progress = lambda event, data: None) -> Tun
     with _pools(req) as (cpool, bpool), \
             Journal(req.out_dir / JOURNAL, resume=req.resume, context=context,
                     from_dict=target.config_space.from_dict) as journal:
+        # Once the journal is open (a refused one starts no process): the workers start while
+        # the ceilings are timed. Ray's pools start theirs on the cluster.
+        for pool in (cpool, bpool) if req.shapes else ():
+            if hasattr(pool, "warm"):
+                pool.warm(req.shapes[0])
         if journal.stale:
             progress("warning", {"message": (
                 f"{journal.stale} journal entries were measured on "
@@ -127,8 +132,6 @@ def _pools(req: TuneRequest) -> Iterator[tuple[Any, Any]]:
                         timeout=req.compile_timeout_s, trace=trace, name="compile") as cpool, \
                 WorkerPool(req.target, list(req.devices), timeout=req.run_timeout_s, trace=trace,
                            name="gpu") as bpool:
-            for pool in (cpool, bpool) if req.shapes else ():  # start while the ceilings are timed
-                pool.warm(req.shapes[0])
             yield cpool, bpool
     finally:
         if trace is not None:
