@@ -230,3 +230,16 @@ def test_a_resumed_run_s_trace_follows_the_first_run_s_lines(cli, tmp_path):
     assert second  # its warm-ups at least
     end = max(d["t"] + d["wait_s"] + d["run_s"] for d in first)
     assert min(d["t"] for d in second) >= end
+
+
+def test_trace_with_ray_is_refused_where_ray_is_not_installed(cli, tmp_path, monkeypatch):
+    from tilefit.errors import MissingDependency
+    from tilefit.tune import ray_executor
+
+    def no_ray():
+        raise MissingDependency("--ray needs Ray, which is not installed")
+
+    monkeypatch.setattr(ray_executor, "import_ray", no_ray)
+    r = cli("tune", "--model", "glm-5", "--target", "fake", "--ray", "--trace",
+            str(tmp_path / "t.jsonl"), "--out", str(tmp_path))
+    assert r.code == 2 and "--trace" in r.err and "Traceback" not in r.err

@@ -140,10 +140,10 @@ def build_request(args: argparse.Namespace) -> Any:
         if target == "sglang" and args.ep > 1:
             raise UsageError("--target sglang tunes without expert parallelism for now; use --ep 1, "
                              "or --target tilefit")
-    ray = _ray_options(args, target)
-    if ray is not None and args.trace:
+    if args.ray is not None and args.trace:  # before Ray is imported: whether or not it is there
         raise UsageError("--trace records tilefit's local worker pools; a --ray run's requests run "
                          "on the cluster's workers: leave out --trace or --ray")
+    ray = _ray_options(args, target)
     cores = default_compile_workers()
     if ray is None and args.compile_workers and args.compile_workers > cores:
         raise UsageError(f"--compile-workers {args.compile_workers:,} is more than the {cores} CPU core(s) "
