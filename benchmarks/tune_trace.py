@@ -1,6 +1,6 @@
 """Where a tuning run's time went, from its request trace (`tilefit tune --trace FILE`,
-bench_tune.py `--trace`: a JSON line per compile and GPU request and per pause of the compile
-workers, tune/pools.py).
+bench_tune.py `--trace`: a JSON line per compile and GPU request, per pause of the compile
+workers and per pool's closing, tune/pools.py; times from the run's start).
 
 Prints, per trace: the span from the first request to the last reply; per (pool, op) the count,
 the summed wait for a worker and the summed run time; the GPU worker's busy share in 5 s windows;
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 WINDOW_S = 5.0
+NOT_WORK = ("pause", "warm", "close")  # lines that are no GPU work (warm: a process starting)
 
 
 def read(path: str) -> list[dict[str, Any]]:
@@ -39,7 +40,7 @@ def summary(lines: list[dict[str, Any]]) -> dict[str, Any]:
         o["n"] += 1
         o["wait_s"] += d["wait_s"]
         o["run_s"] += d["run_s"]
-        if d["pool"] == "gpu" and d["op"] not in ("pause", "warm"):  # warm: a process starting
+        if d["pool"] == "gpu" and d["op"] not in NOT_WORK:
             s = d["t"] + d["wait_s"]
             e = s + d["run_s"]
             while s < e:
@@ -47,7 +48,7 @@ def summary(lines: list[dict[str, Any]]) -> dict[str, Any]:
                 step = min(e, (w + 1) * WINDOW_S) - s
                 busy[w] += step
                 s += step
-    gpu = sorted((d for d in lines if d["pool"] == "gpu" and d["op"] not in ("pause", "warm")),
+    gpu = sorted((d for d in lines if d["pool"] == "gpu" and d["op"] not in NOT_WORK),
                  key=lambda d: d["t"])
     first = gpu[0] if gpu else None
     return {

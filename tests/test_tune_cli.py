@@ -195,7 +195,12 @@ def test_trace_writes_a_line_per_request_and_pause(cli, tmp_path):
                               and not e.shape.startswith(("retime", "check")))
     for d in lines:
         assert d["t"] >= 0 and d["wait_s"] >= 0 and d["run_s"] >= 0
-        assert (d["shape"] is None) == (d["op"] == "pause")
+        assert (d["shape"] is None) == (d["op"] in ("pause", "close"))
+    assert sorted(d["pool"] for d in lines if d["op"] == "close") == ["compile", "gpu"]
+    # Times count from the run's start: the pools' closing ends the trace, within tune's clock.
+    close_end = max(d["t"] + d["run_s"] for d in lines if d["op"] == "close")
+    wall = json.loads((tmp_path / "out" / "tune_summary.json").read_text())["wall_s"]
+    assert close_end <= wall + 0.05
 
 
 def test_trace_is_refused_with_ray(cli, tmp_path):

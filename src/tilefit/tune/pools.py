@@ -28,10 +28,12 @@ from tilefit.tune.workers import Worker
 
 class Trace:
     """A JSON line per request served by a pool (`tilefit tune --trace`, bench_tune `--trace`): the
-    pool, op, shape, batch, when it was asked (s since the trace opened, after the lines of the
-    runs it is appended to), how long it waited for a worker and how long the worker took. For finding where a run's time goes; thread-safe."""
+    pool, op, shape, batch, when it was asked (s since `t0`, the run's start, after the lines of
+    the runs it is appended to), how long it waited for a worker and how long the worker took;
+    also each pause of the compile workers and each pool's closing. For finding where a run's time
+    goes; thread-safe."""
 
-    def __init__(self, path: Any):
+    def __init__(self, path: Any, t0: float | None = None):
         path = Path(path)
         try:  # a folder, a FIFO (its open would block), no write permission: one line, exit 2
             if path.exists() and not path.is_file():
@@ -44,11 +46,12 @@ class Trace:
             raise UsageError(f"cannot write trace {path}: {e.strerror or e}; give a file in a "
                              f"writable folder") from None
         self._lock = threading.Lock()
-        self._t0 = time.monotonic() - since
+        self._t0 = (time.monotonic() if t0 is None else t0) - since  # t0: the run's start
 
     def record(self, pool: str, op: str, shape: TuneShape | None, batch: int | None, asked: float,
                started: float, done: float) -> None:
-        """One request (or, with no shape, a pause of the pool's workers: `started` to `done`)."""
+        """One request (or, with no shape, a pause of the pool's workers or its closing: `started`
+        to `done`)."""
         key = shape.key() if shape is not None else None
         line = json.dumps({"pool": pool, "op": op, "shape": key, "batch": batch,
                            "t": round(asked - self._t0, 4), "wait_s": round(started - asked, 4),
@@ -233,12 +236,15 @@ class WorkerPool(RequestPool):
         return sum(w.restarts for w in self.workers)
 
     def close(self) -> None:
+        closing = time.monotonic()
         for thread in self._warming:  # a warm-up in flight holds its worker: let it finish
             thread.join()
         for w in self.workers:  # all asked first, so they leave side by side
             w.ask_stop()  # resumes a paused worker first, so it can read "stop" and leave
         for w in self.workers:
             w.stop(asked=True)
+        if self.trace is not None:  # how long the workers took to leave
+            self.trace.record(self.name, "close", None, None, closing, closing, time.monotonic())
         super().close()
 
 

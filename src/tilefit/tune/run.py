@@ -83,7 +83,7 @@ def tune(req: TuneRequest, progress: Progress = lambda event, data: None) -> Tun
     target = req.target.build()
     context = {"versions": target.versions(), "gpu": req.device_name}
     # The pools first: a cluster that cannot be reached leaves no journal behind.
-    with _pools(req) as (cpool, bpool), \
+    with _pools(req, started) as (cpool, bpool), \
             Journal(req.out_dir / JOURNAL, resume=req.resume, context=context,
                     from_dict=target.config_space.from_dict) as journal:
         # Once the journal is open (a refused one starts no process): the workers start while
@@ -117,7 +117,7 @@ def _context_text(context: dict[str, Any]) -> str:
 
 
 @contextmanager
-def _pools(req: TuneRequest) -> Iterator[tuple[Any, Any]]:
+def _pools(req: TuneRequest, started: float) -> Iterator[tuple[Any, Any]]:
     """(compile pool, benchmark pool): local worker processes, or the Ray cluster's."""
     if req.ray is not None:
         from tilefit.tune.ray_executor import ray_pools
@@ -126,7 +126,7 @@ def _pools(req: TuneRequest) -> Iterator[tuple[Any, Any]]:
                        run_timeout=req.run_timeout_s) as pools:
             yield pools
         return
-    trace = Trace(req.trace) if req.trace is not None else None
+    trace = Trace(req.trace, started) if req.trace is not None else None
     try:
         with WorkerPool(req.target, [None] * max(1, req.compile_workers),
                         timeout=req.compile_timeout_s, trace=trace, name="compile") as cpool, \
