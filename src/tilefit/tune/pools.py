@@ -1,6 +1,7 @@
 """Pools of worker processes (workers.py): what the tuner sends its compiles and timings to.
 
 `RequestPool` is what every pool offers (local processes here, a Ray cluster in ray_executor.py);
+`Trace` records where a run's time goes (each request's wait and run, each pause and closing);
 `WorkerPool` runs requests over local workers, one per CPU core for compiling and one per GPU for
 timing, pauses its compile workers while the GPU is timed, and serves a finalist's re-timing before
 the searches' probes.
@@ -63,8 +64,20 @@ class Trace:
             self._file.flush()
 
     def close(self) -> None:
+        """Close the file; a line recorded after (a warm-up outliving its pool) is dropped."""
         with self._lock:
             self._file.close()
+
+    @staticmethod
+    @contextmanager
+    def opened(path: Any, t0: float) -> Iterator[Trace | None]:
+        """A trace to `path` for the block, closed after it (None: no trace, no path)."""
+        trace = Trace(path, t0) if path is not None else None
+        try:
+            yield trace
+        finally:
+            if trace is not None:
+                trace.close()
 
 
 def _trace_end(path: Path) -> float:

@@ -27,7 +27,7 @@ from tilefit.tune.finalists import (DROP, EVENT_ROUNDS, FINALISTS, ROUNDS, gathe
                                     rounds_for)
 from tilefit.tune.device import DeviceFigures
 from tilefit.tune.evaluator import Evaluator, Predictions, Progress
-from tilefit.tune.journal import Journal
+from tilefit.tune.journal import Journal, describe_context
 from tilefit.tune.report import ModelBug, Retimed, Row, TuneReport
 from tilefit.tune.results import Ok, Result
 from tilefit.tune.schedule import SPLIT_AT, segments, side_by_side
@@ -94,7 +94,7 @@ def tune(req: TuneRequest, progress: Progress = lambda event, data: None) -> Tun
         if journal.stale:
             progress("warning", {"message": (
                 f"{journal.stale} journal entries were measured on "
-                f"{'; '.join(journal.stale_contexts)}, not on {_context_text(context)}: "
+                f"{'; '.join(journal.stale_contexts)}, not on {describe_context(context)}: "
                 f"they are measured again")})
         run = _Run(req, target, journal, cpool, bpool, progress, started)
         try:
@@ -110,12 +110,6 @@ def tune(req: TuneRequest, progress: Progress = lambda event, data: None) -> Tun
     return report
 
 
-def _context_text(context: dict[str, Any]) -> str:
-    from tilefit.tune.journal import describe_context
-
-    return describe_context(context)
-
-
 @contextmanager
 def _pools(req: TuneRequest, started: float) -> Iterator[tuple[Any, Any]]:
     """(compile pool, benchmark pool): local worker processes, or the Ray cluster's."""
@@ -126,16 +120,12 @@ def _pools(req: TuneRequest, started: float) -> Iterator[tuple[Any, Any]]:
                        run_timeout=req.run_timeout_s) as pools:
             yield pools
         return
-    trace = Trace(req.trace, started) if req.trace is not None else None
-    try:
-        with WorkerPool(req.target, [None] * max(1, req.compile_workers),
-                        timeout=req.compile_timeout_s, trace=trace, name="compile") as cpool, \
-                WorkerPool(req.target, list(req.devices), timeout=req.run_timeout_s, trace=trace,
-                           name="gpu") as bpool:
-            yield cpool, bpool
-    finally:
-        if trace is not None:
-            trace.close()
+    with Trace.opened(req.trace, started) as trace, \
+            WorkerPool(req.target, [None] * max(1, req.compile_workers),
+                       timeout=req.compile_timeout_s, trace=trace, name="compile") as cpool, \
+            WorkerPool(req.target, list(req.devices), timeout=req.run_timeout_s, trace=trace,
+                       name="gpu") as bpool:
+        yield cpool, bpool
 
 
 def _ties_jobs(target: Any) -> bool:
