@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tilefit._io import write_json_atomic
+from tilefit.errors import UsageError
 from tilefit.tune import perfmodel
 from tilefit.tune.finalists import (DROP, EVENT_ROUNDS, FINALISTS, ROUNDS, gather, ranked, retime,
                                     rounds_for)
@@ -115,6 +116,9 @@ def _pools(req: TuneRequest, started: float) -> Iterator[tuple[Any, Any]]:
     """(compile pool, benchmark pool): local worker processes, or the Ray cluster's."""
     if req.ray is not None:
         from tilefit.tune.ray_executor import ray_pools
+
+        if req.trace is not None:  # the cluster's workers are not this process's to time
+            raise UsageError("a trace records tilefit's local worker pools, not a Ray cluster's")
 
         with ray_pools(req.target, req.ray, compile_timeout=req.compile_timeout_s,
                        run_timeout=req.run_timeout_s) as pools:
