@@ -128,6 +128,12 @@ def test_warm_on_a_compile_worker_touches_no_gpu(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "init", no_cuda)
     shape = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+    from triton.runtime import cache
+
+    cache.triton_key.cache_clear()  # as in a fresh worker
     TilefitMoETarget(gpu="h200").warm(shape, False)
     import sys
+
     assert "triton" in sys.modules and "tilefit.kernels.triton_moe.ops" in sys.modules
+    # The first compile's hash of Triton's sources is made (and kept) ahead of it.
+    assert cache.triton_key.cache_info().currsize == 1
