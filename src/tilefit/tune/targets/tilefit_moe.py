@@ -173,7 +173,7 @@ class TilefitMoETarget:
     def warm(self, shape: TuneShape, gpu: bool) -> None:
         """Ahead of the first request (pools.WorkerPool.warm): what a process's first compile
         pays before compiling made now (torch, which Triton's argument specialisation imports,
-        and Triton's hash of its own sources: 1.5 s of a first compile's 1.8 s on the 2-core CI
+        and Triton's hash of its own sources: 1.5 s of a first compile's 1.8 s on a 2-core
         machine), and on a GPU worker the CUDA context. No weights yet: the main process may be
         timing the GPU's ceilings meanwhile."""
         import torch
