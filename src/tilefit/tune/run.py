@@ -115,10 +115,9 @@ def tune(req: TuneRequest, progress: Progress = lambda event, data: None) -> Tun
 def _pools(req: TuneRequest, started: float) -> Iterator[tuple[Any, Any]]:
     """(compile pool, benchmark pool): local worker processes, or the Ray cluster's."""
     if req.ray is not None:
-        from tilefit.tune.ray_executor import ray_pools
-
         if req.trace is not None:  # the cluster's workers are not this process's to time
             raise UsageError("a trace records tilefit's local worker pools, not a Ray cluster's")
+        from tilefit.tune.ray_executor import ray_pools
 
         with ray_pools(req.target, req.ray, compile_timeout=req.compile_timeout_s,
                        run_timeout=req.run_timeout_s) as pools:
