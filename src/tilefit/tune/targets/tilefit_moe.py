@@ -24,6 +24,7 @@ from typing import Any
 
 from tilefit.tune.targets.base import MOE_SPACE, Routed, TuneShape
 from tilefit.tune.targets.gpu_timing import events_together_us, replay_together_us, replay_us
+from tilefit.tune.targets.kept import WEIGHTS_SHARE, KeptWeights
 
 SEED = 0
 WARMUP_MS, REP_MS = 10, 40  # do_bench budgets per config (ms)
@@ -81,6 +82,7 @@ class TilefitMoETarget:
         self.graph_max_batch = graph_max_batch
         self.device = device  # "cpu" only for `check` under TRITON_INTERPRET=1 (tests)
         self._inputs: dict[Any, Any] = {}
+        self._kept: KeptWeights | None = None  # made at first use (the device's memory)
         self._activations: dict[Any, Any] = {}  # (shape, batch) -> routing and A, oldest first
         self._aligns: dict[Any, Any] = {}
 
@@ -189,25 +191,36 @@ class TilefitMoETarget:
             torch.empty(1, device=self.device)  # the context and the caching allocator
 
     # -- run and check (GPU worker) -------------------------------------------------------------
-    # Weights are made once per GEMM shape, on the device (hundreds of millions of elements);
+    # Weights are made once per GEMM shape, on the device (hundreds of millions of elements; the
+    # two shapes used last are kept, kept.py);
     # routing and activations once per batch size. Seeds fix both, so reruns see the same data.
+    @property
+    def kept(self) -> KeptWeights:
+        """The weights kept per shape (kept.py: the two used last, within a share of memory)."""
+        if self._kept is None:
+            import torch
+
+            total = (torch.cuda.get_device_properties(torch.device(self.device)).total_memory
+                     if self.device == "cuda" else 0)
+            self._kept = KeptWeights(int(WEIGHTS_SHARE * total))
+        return self._kept
+
     def _weights(self, shape: TuneShape) -> dict[str, Any]:
-        key = ("weights", shape)
-        if key not in self._inputs:
+        w = self.kept.get(shape, "weights")
+        if w is None:
             import torch
 
             from tilefit.kernels.triton_moe import ops
 
-            for old in [k for k in self._inputs if k[0] in ("weights", "rotated")]:
-                del self._inputs[old]
             n, k = shape.nk
+            self.kept.make_room(shape, shape.experts * n * k * (1 if shape.dtype == "fp8-block" else 2))
             g = torch.Generator(device=self.device).manual_seed(self.seed)
             b = (torch.randn(shape.experts, n, k, generator=g, device=self.device) / 4).to(_half(shape))
-            w: dict[str, Any] = {"b": b, "b_scale": None}
+            w = {"b": b, "b_scale": None}
             if shape.dtype == "fp8-block":
                 w["b"], w["b_scale"] = ops.quantize_fp8_blocks(b)
-            self._inputs[key] = w
-        return self._inputs[key]
+            self.kept.put(shape, "weights", w)
+        return w
 
     def _problem(self, shape: TuneShape, batch: int) -> dict[str, Any]:
         """The current weights, `batch`'s activations and an output buffer (one problem at a
@@ -253,14 +266,12 @@ class TilefitMoETarget:
         """(weights, scales) copies for graph timing, sized at batch 1 (the fewest bytes touched):
         enough copies that one pass over them touches L2_MULTIPLE x the L2 size, within
         ROTATE_MAX_BYTES. Copy 0 is the problem's own tensor."""
-        key = ("rotated", shape)
-        if key not in self._inputs:
+        rotated = self.kept.get(shape, "rotated")
+        if rotated is None:
             import torch
 
             from tilefit.tune.perfmodel import active_experts
 
-            for old in [k for k in self._inputs if k[0] == "rotated"]:
-                del self._inputs[old]
             w = self._weights(shape)
             b, scale = w["b"], w["b_scale"]
             whole = b.numel() * b.element_size()
@@ -268,9 +279,10 @@ class TilefitMoETarget:
             l2 = int(getattr(torch.cuda.get_device_properties(b.device), "L2_cache_size", 0))
             want = max(1, -(-int(L2_MULTIPLE * l2) // int(touched))) if l2 else 1
             copies = max(1, min(want, ROTATE_MAX_BYTES // max(1, whole)))
-            self._inputs[key] = [(b, scale)] + [
-                (b.clone(), None if scale is None else scale.clone()) for _ in range(copies - 1)]
-        return self._inputs[key]
+            self.kept.make_room(shape, (copies - 1) * whole)
+            rotated = self.kept.put(shape, "rotated", [(b, scale)] + [
+                (b.clone(), None if scale is None else scale.clone()) for _ in range(copies - 1)])
+        return rotated
 
     def _launch(self, config: Any, shape: TuneShape, batch: int, weights: Any = None) -> Any:
         from tilefit.kernels.triton_moe import ops
