@@ -134,7 +134,7 @@ def test_close_asks_every_worker_to_stop_before_waiting_for_any():
     assert calls == [("ask", 0), ("ask", 1), ("ask", 2), ("wait", 0), ("wait", 1), ("wait", 2)]
 
 
-def test_workers_stopped_side_by_side_leave_no_process_behind(tmp_path):
+def test_a_closed_pool_leaves_no_process_behind(tmp_path):
     spec = TargetSpec.of("tilefit.tune.targets.fake:FakeTarget")
     with WorkerPool(spec, [None, None, None], timeout=30) as pool:
         for _ in range(3):

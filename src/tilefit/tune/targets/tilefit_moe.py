@@ -22,6 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tilefit.dtypes import BITS
 from tilefit.tune.targets.base import MOE_SPACE, Routed, TuneShape
 from tilefit.tune.targets.gpu_timing import events_together_us, replay_together_us, replay_us
 from tilefit.tune.targets.kept import WEIGHTS_SHARE, KeptWeights
@@ -213,7 +214,7 @@ class TilefitMoETarget:
             from tilefit.kernels.triton_moe import ops
 
             n, k = shape.nk
-            self.kept.make_room(shape, shape.experts * n * k * (1 if shape.dtype == "fp8-block" else 2))
+            self.kept.make_room(shape, shape.experts * n * k * BITS[shape.dtype] // 8)
             g = torch.Generator(device=self.device).manual_seed(self.seed)
             b = (torch.randn(shape.experts, n, k, generator=g, device=self.device) / 4).to(_half(shape))
             w = {"b": b, "b_scale": None}
