@@ -78,3 +78,54 @@ def test_a_run_compiles_each_compile_key_once(tmp_path, shared):
         assert any(c.group_m != 1 for _, c in measured)  # other values timed, not compiled
     else:
         assert set(compiles) >= measured
+
+
+# GLM-5's per-GPU GEMM widths: EP8 (2048) and TP8 (256), bf16 and fp8-block. TP8's gemm2 has
+# K = 256, so its fp8 scale strides (K/128 = 2) are ints Triton specialises on without finding a
+# divisor of 16. Eight experts (all local) stand for 32 or 256: the specialisation sees N, K and
+# strides (multiples of N*K), divisibility and size class only, and the CPU weights stay small.
+LAUNCHES = [(TuneShape(gemm, 8, 6144, w, 8, dtype), batch, MoEConfig(bm, 128, 128, 1, 4, 3))
+            for gemm in ("gemm1", "gemm2") for w in (2048, 256)
+            for dtype in ("bf16", "fp8-block") for batch, bm in ((1, 16), (1024, 64))]
+
+
+@pytest.mark.parametrize("shape,batch,config", LAUNCHES, ids=lambda v: getattr(v, "key", str)()
+                         if isinstance(v, TuneShape) else str(v))
+def test_the_compile_pools_source_key_is_the_launchs(monkeypatch, shape, batch, config):
+    """The compile pool's compile (the oracle's signature, constants and attrs) must make the
+    Triton source key the GPU worker's launch makes, or the GPU worker compiles the kernel again
+    at its first probe (session 8, H200: ~73 such compiles, ~45 s of a TP8 fp8-block run). The
+    launch's side is Triton's own binder and _pack_args on the target's real arguments (CPU
+    tensors of the same shapes and strides)."""
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        pytest.skip("interpreter mode replaces @triton.jit functions")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    import tilefit.kernels.triton_moe.kernel as kernel_module
+    from tilefit.kernels.triton_moe.spec import oracle_args
+    from tilefit.oracles.triton_compile import _specialise
+
+    fn = kernel_module.fused_moe_kernel
+    launched: dict = {}
+
+    class Capture:  # stands in for the kernel: keeps the launch's arguments
+        def __getitem__(self, grid):
+            return lambda *a, **kw: launched.update(args=a, kwargs=kw)
+
+    monkeypatch.setattr(kernel_module, "fused_moe_kernel", Capture())
+    TilefitMoETarget(gpu="h200", device="cpu")._launch(config, shape, batch)()
+    backend = make_backend(GPUTarget("cuda", 90, 32))
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, spec, options = binder(*launched["args"], **launched["kwargs"])
+    _, sig, consts, attrs = fn._pack_args(backend, options, bound, spec, options)
+    launch_key = ASTSource(fn, sig, consts, attrs).hash()
+
+    n, k = shape.nk
+    args, constexprs = oracle_args(config, shape.dtype, gemm=shape.gemm,
+                                   shape={"N": n, "K": k, "E": shape.experts, "topk": shape.topk})
+    o_sig, o_consts, o_attrs = _specialise(fn, args, constexprs)
+    assert ASTSource(fn, o_sig, o_consts, o_attrs).hash() == launch_key, (attrs, o_attrs)

@@ -93,6 +93,7 @@ def _specialise(fn: Any, args: dict[str, Any], constexprs: dict[str, Any]):
         param = fn.params[i]  # @triton.jit(do_not_specialize=..., do_not_specialize_on_alignment=...)
         if isinstance(value, Pointer):
             signature[name] = "*" + value.dtype
+            # A pointer's entry is there even unspecialised on alignment (Triton 3.6 gives '').
             desc = "D" if value.aligned and not param.do_not_specialize_on_alignment else ""
         else:
             kind, desc = native_specialize_impl(BaseBackend, value, False, not param.do_not_specialize,
@@ -101,7 +102,11 @@ def _specialise(fn: Any, args: dict[str, Any], constexprs: dict[str, Any]):
             if kind == "constexpr":
                 consts[name] = desc
                 continue
-        if desc:
+        # As the launcher (JITFunction._pack_args, Triton 3.6): an argument specialised on finds
+        # nothing (an int not divisible by 16) still has its entry, an empty one; Triton's cache
+        # key hashes the attrs' text, so leaving it out made another key than the launch's and
+        # the GPU worker compiled again (TP8 fp8-block gemm2: K/128 = 2 in the scale strides).
+        if isinstance(desc, str):
             attrs[(i,)] = BaseBackend.parse_attr(desc)
     return signature, consts, attrs
 
