@@ -26,3 +26,13 @@ def test_summary_of_a_fake_run_trace(cli, tmp_path):
     assert abs(busy - gpu_run) <= 0.01 * len(s["gpu_busy_pct"]) * tune_trace.WINDOW_S + 1e-6
     assert s["first_gpu_request"]["op"] in ("probe", "run")
     assert s["span_s"] >= max(d["run_s"] for d in lines)
+    # Every request a worker answered carries the worker's own time, within the parent's run
+    # (pauses and closing lines have none); the summary adds them up per op.
+    answered = [d for d in lines if d["op"] not in ("pause", "close")]
+    assert answered and all("work_s" in d for d in answered)
+    assert all(0 <= d["work_s"] <= d["run_s"] + 1e-3 for d in answered)
+    assert not any("work_s" in d for d in lines if d["op"] in ("pause", "close"))
+    probes = s["ops"]["gpu:probe"]
+    assert probes["work_s"] == round(sum(d["work_s"] for d in lines if d["op"] == "probe"
+                                         and d["pool"] == "gpu"), 2)
+    assert 0 <= probes["delayed"] <= probes["n"]

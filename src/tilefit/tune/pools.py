@@ -50,13 +50,17 @@ class Trace:
         self._t0 = (time.monotonic() if t0 is None else t0) - since  # t0: the run's start
 
     def record(self, pool: str, op: str, shape: TuneShape | None, batch: int | None, asked: float,
-               started: float, done: float) -> None:
+               started: float, done: float, work_s: float | None = None) -> None:
         """One request (or, with no shape, a pause of the pool's workers or its closing: `started`
-        to `done`)."""
+        to `done`); `work_s`, where the worker replied, its own time on the request (the rest of
+        `run_s` is the pipe and this process's threads)."""
         key = shape.key() if shape is not None else None
-        line = json.dumps({"pool": pool, "op": op, "shape": key, "batch": batch,
-                           "t": round(asked - self._t0, 4), "wait_s": round(started - asked, 4),
-                           "run_s": round(done - started, 4)})
+        fields = {"pool": pool, "op": op, "shape": key, "batch": batch,
+                  "t": round(asked - self._t0, 4), "wait_s": round(started - asked, 4),
+                  "run_s": round(done - started, 4)}
+        if work_s is not None:
+            fields["work_s"] = round(work_s, 4)
+        line = json.dumps(fields)
         with self._lock:
             if self._file.closed:  # a warm-up that outlived its pool's close (Ctrl-C in the join)
                 return
@@ -199,7 +203,8 @@ class WorkerPool(RequestPool):
         finally:
             self._turns.give(worker)
             if self.trace is not None:
-                self.trace.record(self.name, op, shape, batch, asked, started, time.monotonic())
+                self.trace.record(self.name, op, shape, batch, asked, started, time.monotonic(),
+                                  worker.last_work_s)
 
     def warm(self, shape: TuneShape) -> None:
         """Start every worker now, in the background, each readying what `shape`'s requests will

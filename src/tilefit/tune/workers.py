@@ -94,13 +94,14 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
         if op == "stop":
             return
         fatal = False
+        began = time.monotonic()
         try:
             shape = TuneShape(**shape_dict)
             if op == "warm":  # started ahead of its first request: ready what that will need
                 warm = getattr(target, "warm", None)
                 if warm is not None:
                     warm(shape, device is not None)
-                _send(conn, ("reply", None))
+                _send(conn, ("reply", None, time.monotonic() - began))
                 continue
             config = (tuple(target.config_from_dict(d) for d in config_dict["group"])
                       if op == "run_many" else target.config_from_dict(config_dict))
@@ -120,7 +121,9 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
         except Exception as e:  # failure is data
             reply = _classify(op, e)
             fatal = bool(target.is_fatal(e))
-        _send(conn, ("reply" if not fatal else "retiring", reply))
+        # The worker's own time with the reply: the parent's clock also counts the pipe and its
+        # own threads (the trace shows both, tune/pools.py).
+        _send(conn, ("reply" if not fatal else "retiring", reply, time.monotonic() - began))
         if fatal:
             conn.close()
             os._exit(_RETIRE)
@@ -145,6 +148,7 @@ class Worker:
         self._paused = False  # asked to hold still: stopped now, or once ready, or not started
         self._stopped_at: float | None = None  # when SIGSTOP was sent, while the group is stopped
         self._held_s = 0.0  # seconds spent stopped before, in all
+        self.last_work_s: float | None = None  # the last reply's time in the process (None: none)
 
     @property
     def restarts(self) -> int:
@@ -252,6 +256,7 @@ class Worker:
     def call(self, op: str, config: Any, shape: TuneShape, batch: int | None,
              timeout: float) -> Any:
         """Send one request; the reply, or a Timeout / Crashed / LaunchFailed value."""
+        self.last_work_s = None
         if self._proc is None or not self._proc.is_alive():
             failed = self._start()
             if failed is not None:
@@ -263,7 +268,7 @@ class Worker:
             if not self._replied(timeout):
                 self._kill()
                 return Timeout(timeout, op)
-            kind, reply = self._conn.recv()
+            kind, reply, self.last_work_s = self._conn.recv()
         except (EOFError, OSError, BrokenPipeError):
             return self._reap(op)
         if kind == "retiring":  # a fatal error retires the process after its reply
