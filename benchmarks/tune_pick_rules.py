@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SETS = ("tune_v4", "tune_v5", "tune_v6", "tune_v7")
+SETS = ("tune_v4", "tune_v5", "tune_v6", "tune_v7", "tune_v8")
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 Rounds = dict[tuple[str, int], dict[tuple[int, ...], dict[int, float]]]
 
