@@ -3,8 +3,9 @@ GPU and report the shared memory (and the rest of the metadata) the compiler ass
 
 Arguments are specialised the way Triton's launcher specialises them (ints equal to 1 become
 constexprs, multiples of 16 and 16-byte-aligned pointers get divisibility hints, except where the
-kernel's @triton.jit says do_not_specialize), so the figure is
-the one a real launch would check. Results are cached on disk as JSON, keyed by the kernel's source
+kernel's @triton.jit says do_not_specialize; annotated arguments keep their annotated type), so
+the figure is the one a real launch would check and the compile lands in Triton's cache under the
+launch's key. Tuple arguments are refused. Results are cached on disk as JSON, keyed by the kernel's source
 hash, the Triton version, the target and the full argument specialisation + options.
 """
 
@@ -73,7 +74,9 @@ def cache_dir() -> Path:
 
 
 def _specialise(fn: Any, args: dict[str, Any], constexprs: dict[str, Any]):
-    """Signature, constexprs and attrs as Triton's launcher would build them for these values."""
+    """Signature, constexprs and attrs as Triton's launcher builds them for these values
+    (Triton 3.6: runtime/jit.py create_function_from_signature, then JITFunction._pack_args),
+    so the compile has the cache key and the code of the launch's."""
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
 
@@ -91,21 +94,28 @@ def _specialise(fn: Any, args: dict[str, Any], constexprs: dict[str, Any]):
             continue
         value = args[name]
         param = fn.params[i]  # @triton.jit(do_not_specialize=..., do_not_specialize_on_alignment=...)
-        if isinstance(value, Pointer):
-            signature[name] = "*" + value.dtype
-            # A pointer's entry is there even unspecialised on alignment (Triton 3.6 gives '').
-            desc = "D" if value.aligned and not param.do_not_specialize_on_alignment else ""
+        specialise, align = not param.do_not_specialize, not param.do_not_specialize_on_alignment
+        if isinstance(value, tuple):
+            raise UsageError(f"kernel {fn.__name__}: argument {name} is a tuple; the oracle "
+                             f"specialises scalars and pointers only")
+        if isinstance(value, Pointer):  # a tensor: divisibility of its address
+            kind = "*" + value.dtype
+            desc = None if not specialise else ("D" if value.aligned and align else "")
         else:
-            kind, desc = native_specialize_impl(BaseBackend, value, False, not param.do_not_specialize,
-                                                not param.do_not_specialize_on_alignment)
-            signature[name] = kind
-            if kind == "constexpr":
-                consts[name] = desc
-                continue
-        # As the launcher (JITFunction._pack_args, Triton 3.6): an argument specialised on finds
-        # nothing (an int not divisible by 16) still has its entry, an empty one; Triton's cache
-        # key hashes the attrs' text, so leaving it out made another key than the launch's and
-        # the GPU worker compiled again (TP8 fp8-block gemm2: K/128 = 2 in the scale strides).
+            kind, desc = native_specialize_impl(BaseBackend, value, bool(param.is_const),
+                                                specialise, align)
+        annotation = param.annotation_type  # `n: tl.int64` types the argument whatever its value
+        if isinstance(annotation, str) and annotation:
+            unspecialised = annotation == "u1" or annotation[:2] in ("fp", "bf")
+            kind, desc = annotation, (None if unspecialised or not specialise else desc)
+        signature[name] = kind
+        if kind == "constexpr":
+            consts[name] = desc
+            continue
+        # An argument specialised on that finds nothing (an int not divisible by 16, a pointer
+        # not 16-byte aligned) still has its entry, an empty one; Triton's cache key hashes the
+        # attrs' text, so leaving it out made another key than the launch's, and the GPU worker
+        # compiled again (session 8: TP8 fp8-block gemm2, K/128 = 2 in two scale strides).
         if isinstance(desc, str):
             attrs[(i,)] = BaseBackend.parse_attr(desc)
     return signature, consts, attrs
