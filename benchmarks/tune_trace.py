@@ -4,9 +4,11 @@ workers and per pool's closing, tune/pools.py; times from the run's start).
 
 Prints, per trace: the span from the first request to the last reply; per (pool, op) the count,
 the summed wait for a worker and the summed run time, and where the worker reported its own time
-(traces from session 8 on) that time and the requests whose run took over GAP_S more than it (the
-rest of a run is the pipe and the tuner's own threads); the GPU worker's busy share in 5 s
-windows; when the first GPU request was asked and answered; the pauses' summed length.
+(traces from session 8 on) that time and the requests whose run took over GAP_S more than it
+(the rest of a run is the pipe, the tuner's own threads, a worker process started for the
+request, so every warm-up line counts, and a compile request's wait in the pipe while the pool
+was paused); the GPU worker's busy share in 5 s windows; when the first GPU request was asked and
+answered; the pauses' summed length.
 
 Usage: python3 benchmarks/tune_trace.py TRACE.jsonl [TRACE.jsonl ...] [--json]
 """

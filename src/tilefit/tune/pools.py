@@ -52,8 +52,10 @@ class Trace:
     def record(self, pool: str, op: str, shape: TuneShape | None, batch: int | None, asked: float,
                started: float, done: float, work_s: float | None = None) -> None:
         """One request (or, with no shape, a pause of the pool's workers or its closing: `started`
-        to `done`); `work_s`, where the worker replied, its own time on the request (the rest of
-        `run_s` is the pipe and this process's threads)."""
+        to `done`); `work_s`, where the worker replied, its own time on the request. The rest of
+        `run_s` is the pipe and this process's threads, and a worker process (re)started for the
+        request (a warm-up, the first request after a crash), and for a compile worker the time
+        its request waited in the pipe while the pool was paused."""
         key = shape.key() if shape is not None else None
         fields = {"pool": pool, "op": op, "shape": key, "batch": batch,
                   "t": round(asked - self._t0, 4), "wait_s": round(started - asked, 4),
@@ -108,7 +110,7 @@ URGENT = frozenset({"run", "run_many", "check"})
 class RequestPool(ABC):
     """What every pool of workers offers the tuner (local processes here, Ray in ray_executor):
     `call` one request on the next free worker, `map` many in parallel (results in input order),
-    and context management."""
+    `stats` of the target's counters, and context management."""
 
     size: int  # requests served at once
     _threads: ThreadPoolExecutor | None = None
@@ -122,6 +124,11 @@ class RequestPool(ABC):
         """Hold the pool's requests in flight stopped for the block, if it can: yields whether it
         does. This default cannot (a Ray task runs on a host this process does not signal)."""
         yield False
+
+    def stats(self, shape: TuneShape) -> dict[str, int]:
+        """The target's counters summed over the pool's workers; this default has none (a Ray
+        task's process is the cluster's)."""
+        return {}
 
     def map(self, op: str, items: Sequence[tuple[Any, TuneShape, int | None]]) -> list[Any]:
         if self._threads is None:
@@ -201,10 +208,27 @@ class WorkerPool(RequestPool):
         try:
             return worker.call(op, config, shape, batch, self.timeout)
         finally:
+            done, work_s = time.monotonic(), worker.last_work_s  # before another thread's request
             self._turns.give(worker)
             if self.trace is not None:
-                self.trace.record(self.name, op, shape, batch, asked, started, time.monotonic(),
-                                  worker.last_work_s)
+                self.trace.record(self.name, op, shape, batch, asked, started, done, work_s)
+
+    def stats(self, shape: TuneShape) -> dict[str, int]:
+        """The target's counters (its optional `stats()`), summed over the workers running now;
+        none is started for it. Waits until every worker is idle and holds them all meanwhile."""
+        held = [self._turns.take(True) for _ in self.workers]
+        total: dict[str, int] = {}
+        try:
+            for worker in held:
+                if not worker.alive:
+                    continue
+                reply = worker.call("stats", None, shape, None, self.timeout)
+                for key, value in (reply.items() if isinstance(reply, dict) else ()):
+                    total[key] = total.get(key, 0) + int(value)
+        finally:
+            for worker in held:
+                self._turns.give(worker)
+        return total
 
     def warm(self, shape: TuneShape) -> None:
         """Start every worker now, in the background, each readying what `shape`'s requests will

@@ -125,6 +125,9 @@ class TuneReport:
     ceilings: Any = None  # tune.ceilings.Ceilings measured at the start, or None
     stale_entries: int = 0  # journal lines from another GPU or other versions, measured again
     stale_contexts: tuple[str, ...] = ()
+    # Kernels the GPU workers compiled at their first launch (targets/own_compiles.py); None:
+    # not counted (a target without counters, a Ray cluster, a Triton without a compile listener).
+    gpu_own_compiles: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"device": self.figures.as_dict() if self.figures else None,
@@ -133,4 +136,4 @@ class TuneReport:
                 "model_bugs": [b.as_dict() for b in self.model_bugs], "wall_s": self.wall_s,
                 "resumed_entries": self.resumed_entries, "stale_entries": self.stale_entries,
                 "stale_contexts": list(self.stale_contexts),
-                "worker_restarts": self.worker_restarts}
+                "worker_restarts": self.worker_restarts, "gpu_own_compiles": self.gpu_own_compiles}

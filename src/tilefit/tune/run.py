@@ -36,6 +36,7 @@ from tilefit.tune.strategies import get_strategy, make_options
 from tilefit.tune.strategies.base import Budget, SearchSpace
 from tilefit.tune.targets.base import TargetSpec, TuneShape
 from tilefit.tune.pools import Trace, WorkerPool
+from tilefit.tune.targets import own_compiles
 
 JOURNAL = "journal.jsonl"
 SUMMARY = "tune_summary.json"
@@ -104,9 +105,12 @@ def tune(req: TuneRequest, progress: Progress = lambda event, data: None) -> Tun
         finally:
             run.evaluator.close()
         restarts = cpool.restarts + bpool.restarts
+        own = bpool.stats(req.shapes[0]).get("own_compiles") if req.shapes else None
+        if own:
+            progress("warning", {"message": own_compiles.warning(own)})
     report = TuneReport(run.rows, run.files, run.model_bugs, round(time.monotonic() - started, 3),
                         journal.resumed, restarts, req.figures, run.ceilings, journal.stale,
-                        tuple(journal.stale_contexts))
+                        tuple(journal.stale_contexts), own)
     write_json_atomic(req.out_dir / SUMMARY, report.as_dict(), indent=4)
     return report
 

@@ -52,7 +52,7 @@ def _exit_with_parent() -> None:
     threading.Thread(target=watch, name="tilefit-parent-watch", daemon=True).start()
 
 
-def _send(conn: Any, message: tuple[str, Any]) -> None:
+def _send(conn: Any, message: tuple[Any, ...]) -> None:
     """Reply to the parent; a closed pipe means the parent is gone (killed, or it killed us as
     hung and moved on), so this process ends quietly instead of printing a BrokenPipeError."""
     try:
@@ -103,6 +103,11 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
                     warm(shape, device is not None)
                 _send(conn, ("reply", None, time.monotonic() - began))
                 continue
+            if op == "stats":  # the target's counters for this process (WorkerPool.stats)
+                stats = getattr(target, "stats", None)
+                _send(conn, ("reply", dict(stats()) if stats is not None else {},
+                             time.monotonic() - began))
+                continue
             config = (tuple(target.config_from_dict(d) for d in config_dict["group"])
                       if op == "run_many" else target.config_from_dict(config_dict))
             if op == "compile":
@@ -121,8 +126,8 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
         except Exception as e:  # failure is data
             reply = _classify(op, e)
             fatal = bool(target.is_fatal(e))
-        # The worker's own time with the reply: the parent's clock also counts the pipe and its
-        # own threads (the trace shows both, tune/pools.py).
+        # The worker's own time with the reply: the parent's clock also counts the pipe, its own
+        # threads and a (re)start of this process (the trace shows both, tune/pools.py).
         _send(conn, ("reply" if not fatal else "retiring", reply, time.monotonic() - began))
         if fatal:
             conn.close()
@@ -153,6 +158,11 @@ class Worker:
     @property
     def restarts(self) -> int:
         return max(0, self.starts - 1)
+
+    @property
+    def alive(self) -> bool:
+        """Whether its process is running now (a request to a dead one would start another)."""
+        return self._proc is not None and self._proc.is_alive()
 
     @property
     def pausable(self) -> bool:

@@ -155,6 +155,11 @@ class FakeTarget:
         self._timed.add(key)
         return t
 
+    def stats(self) -> dict[str, int]:
+        """This process's counters (WorkerPool.stats): `timed`, the (shape, batch, config)
+        timings it made."""
+        return {"timed": len(self._timed)}
+
     def routed(self, shape: TuneShape, batch: int) -> None:
         return None  # no routing drawn: the floor uses the expectation
 

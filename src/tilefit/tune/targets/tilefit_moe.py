@@ -25,6 +25,7 @@ from typing import Any
 from tilefit.dtypes import BITS
 from tilefit.tune.targets.base import MOE_SPACE, Routed, TuneShape
 from tilefit.tune.targets.gpu_timing import events_together_us, replay_together_us, replay_us
+from tilefit.tune.targets import own_compiles
 from tilefit.tune.targets.kept import WEIGHTS_SHARE, KeptWeights
 
 SEED = 0
@@ -52,6 +53,7 @@ L2_MULTIPLE = 4  # the rotated weight copies touch this many times the L2 size p
 ACTIVATIONS_KEPT = 4
 ROTATE_MAX_BYTES = 16 << 30  # memory the weight copies may take at most
 GRAPH = "cuda-graph"
+KERNEL = "fused_moe_kernel"  # the Triton kernel the compile pool compiles (kernels/triton_moe/kernel.py)
 EVENTS = "events"
 # Errors after which the CUDA context is unusable: the worker must be replaced.
 FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
@@ -86,6 +88,7 @@ class TilefitMoETarget:
         self._kept: KeptWeights | None = None  # made at first use (the device's memory)
         self._activations: dict[Any, Any] = {}  # (shape, batch) -> routing and A, oldest first
         self._aligns: dict[Any, Any] = {}
+        self._watching: bool | None = False  # own_compiles.watch asked (None: not available)
 
     # -- protocol, no GPU needed ----------------------------------------------------------------
     @property
@@ -285,9 +288,17 @@ class TilefitMoETarget:
                 (b.clone(), None if scale is None else scale.clone()) for _ in range(copies - 1)])
         return rotated
 
+    def stats(self) -> dict[str, int]:
+        """This process's counters (WorkerPool.stats): `own_compiles`, kernels it compiled itself
+        at their first launch, not found where the compile pool put them (own_compiles.py)."""
+        return {"own_compiles": own_compiles.count(KERNEL)}
+
     def _launch(self, config: Any, shape: TuneShape, batch: int, weights: Any = None) -> Any:
         from tilefit.kernels.triton_moe import ops
         from tilefit.kernels.triton_moe.align import moe_align
+
+        if self._watching is False:
+            self._watching = own_compiles.watch(KERNEL) or None  # None: Triton cannot tell
 
         p = self._problem(shape, batch)
         b, b_scale = weights if weights is not None else (p["b"], p["b_scale"])
