@@ -1,6 +1,6 @@
 """What a config's first probe in a GPU process costs (issue 17). In session 8's H200 traces of
-TP8 fp8-block fast runs, about 90 probes a run took 0.3-1.5 s each (48 of 81 s of probe time; the
-median probe 10-14 ms), nearly all in gemm2's first searches (batch 1 and 1024), where each config
+TP8 fp8-block fast runs, 66-72 probes a run took 0.3-1.8 s each (42-49 of 77-84 s of probe time;
+the median probe 10-14 ms), nearly all in gemm2's first searches (batch 1 and 1024), where each config
 is probed for the first time; EP8 fp8-block and both bf16 layouts had no such tail.
 
 In this process, for the configs a run's journal probed at one (GEMM, batch), in the journal's
@@ -15,7 +15,10 @@ empty TRITON_CACHE_DIR each config is first compiled as the compile pool does
 (`TilefitMoETarget.compile`, which the listener sees too); a probe that compiles after that made
 another Triton source key, and the fields where the launch's key (signature, constants, attrs)
 differs from the compile pool's are printed. Session 8 (H200): 10 of 16 TP8 fp8-block gemm2
-configs at batch 1 differed in `attrs` (benchmarks/RESULTS.md, results/tune_v8/probe_first_use_*).
+configs at batch 1 differed in `attrs` (benchmarks/RESULTS.md, results/tune_v8/probe_first_use_*;
+those files' `compile_s` also counted the --compile-here compiles: `probe_compile_s` now counts the
+probes' own). A config whose pool compile was itself a cache hit (a GROUP_SIZE_M variant of a tile
+compiled before) has no pool key to compare: its row says `"pool_compile": "cache hit"`.
 
 Usage: TRITON_CACHE_DIR=WORK/LAYOUT/triton-cache PYTHONPATH=src python3 \
     benchmarks/probe_first_use.py JOURNAL.jsonl --layout tp8 --dtype fp8-block --gemm gemm2 \
@@ -59,12 +62,14 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--other-batch", type=int, default=1,
                    help="batch of the other GEMM's probes interleaved (0: none)")
-    p.add_argument("--limit", type=int, default=40)
+    p.add_argument("--limit", type=int, default=40, help="configs probed (at least 1)")
     p.add_argument("--gpu", default="h200")
     p.add_argument("--compile-here", action="store_true",
                    help="compile each config as the compile pool does before probing it")
     p.add_argument("--out")
     args = p.parse_args()
+    if args.limit < 1:
+        p.error("--limit must be at least 1")
 
     import torch
     import triton
@@ -107,6 +112,8 @@ def main() -> None:
             before = len(sources)
             target.compile(target.compile_key(config), shape)
             pool_key = sources[-1] if len(sources) > before else None
+            if pool_key is None:
+                row["pool_compile"] = "cache hit"
         for label in ("first_ms", "again_ms"):
             before = len(compiles)
             t = time.perf_counter()
