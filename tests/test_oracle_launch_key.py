@@ -58,3 +58,55 @@ def test_tuple_arguments_are_refused():
                 one64=1, x=0.5)
     with pytest.raises(UsageError, match="tuple"):
         _specialise(toy_kernel, args, {"BLOCK": 128})
+
+
+SCALARS = [0, 1, 2, 16, 32, -16, -1, 2**31 - 1, 2**31, 2**31 + 16, 2**32, 2**63 - 1, 2**63,
+           2**63 + 16, 2**64 - 1, -2**31, -2**31 - 1, -2**31 - 16, True, False, 0.5, 1.0, None]
+
+
+def test_scalars_specialise_as_tritons_native_function():
+    """The oracle's own scalar rule (no torch import) against Triton's native one, every flag."""
+    pytest.importorskip("triton")
+    pytest.importorskip("torch")  # the native function imports it
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    from tilefit.oracles.triton_compile import _scalar
+
+    for value in SCALARS:
+        for is_const in (False, True):
+            for specialise in (True, False):
+                for align in (True, False):
+                    assert _scalar(value, specialise, align) == native_specialize_impl(
+                        BaseBackend, value, is_const, specialise, align), (value, specialise, align)
+    assert _scalar("text", True, True) is None  # left to Triton's function
+
+
+def test_a_compile_worker_never_imports_torch(tmp_path):
+    """What a compile worker runs (the target's warm-up without a GPU, then a compile) works with
+    torch made unimportable: 16 processes importing it took 5-7 s at a run's start on the H200."""
+    pytest.importorskip("triton")
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        pytest.skip("interpreter mode replaces @triton.jit functions")
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import sys
+sys.modules["torch"] = None  # an import of torch raises ImportError
+from tilefit.tune.targets.base import TuneShape
+from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
+target = TilefitMoETarget(gpu="h200")
+shape = TuneShape("gemm2", 8, 6144, 256, 8, "fp8-block")
+target.warm(shape, False)
+target.compile(target.config_from_dict({"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64,
+    "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 2}), shape)
+print("compiled")
+"""
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0 and "compiled" in r.stdout, r.stderr[-2000:]

@@ -73,6 +73,28 @@ def cache_dir() -> Path:
     return settings().cache_dir / "triton"
 
 
+def _scalar(value: Any, specialise: bool, align: bool) -> tuple[str, Any] | None:
+    """(type, descriptor) of a bool, int, float or None argument as Triton 3.6's launcher makes
+    them (native_specialize_impl, held equal by tests/test_oracle_launch_key.py); None for any
+    other value. Here because Triton's native function imports torch at its first call, which a
+    compile worker otherwise never needs: ~1 s and ~200 MB per process on the 2-core machine, and
+    16 compile workers importing it at once took 5-7 s on the H200 host (session 8 traces)."""
+    if value is None:
+        return "constexpr", None
+    if isinstance(value, bool):
+        return "u1", None
+    if isinstance(value, float):
+        return "fp32", None
+    if not isinstance(value, int):
+        return None
+    kind = "i32" if -2**31 <= value < 2**31 else "u64" if value >= 2**63 else "i64"
+    if not specialise:
+        return kind, None
+    if value == 1:
+        return "constexpr", 1
+    return kind, "D" if align and value % 16 == 0 else ""
+
+
 def _specialise(fn: Any, args: dict[str, Any], constexprs: dict[str, Any]):
     """Signature, constexprs and attrs as Triton's launcher builds them for these values
     (Triton 3.6: runtime/jit.py create_function_from_signature, then JITFunction._pack_args),
@@ -101,6 +123,8 @@ def _specialise(fn: Any, args: dict[str, Any], constexprs: dict[str, Any]):
         if isinstance(value, Pointer):  # a tensor: divisibility of its address
             kind = "*" + value.dtype
             desc = None if not specialise else ("D" if value.aligned and align else "")
+        elif (scalar := _scalar(value, specialise, align)) is not None:
+            kind, desc = scalar
         else:
             kind, desc = native_specialize_impl(BaseBackend, value, bool(param.is_const),
                                                 specialise, align)

@@ -178,19 +178,20 @@ class TilefitMoETarget:
 
     def warm(self, shape: TuneShape, gpu: bool) -> None:
         """Ahead of the first request (pools.WorkerPool.warm): what a process's first compile
-        pays before compiling made now (torch, which Triton's argument specialisation imports,
-        and Triton's hash of its own sources: 1.5 s of a first compile's 1.8 s on a 2-core
-        machine), and on a GPU worker the CUDA context. No weights yet: the main process may be
+        pays before compiling made now (Triton's hash of its own sources), and on a GPU worker
+        torch and the CUDA context. A compile worker never imports torch (the oracle specialises
+        scalars itself, oracles/triton_compile.py). No weights yet: the main process may be
         timing the GPU's ceilings meanwhile."""
-        import torch
         from triton.runtime import cache
 
-        from tilefit.kernels.triton_moe import ops  # noqa: F401
+        from tilefit.kernels.triton_moe import kernel  # noqa: F401 - the @triton.jit function
 
         key = getattr(cache, "triton_key", None)  # Triton 3.x; cached after the first call
         if key is not None:
             key()
         if gpu and self.device == "cuda":
+            import torch
+
             torch.cuda.init()
             torch.empty(1, device=self.device)  # the context and the caching allocator
 
