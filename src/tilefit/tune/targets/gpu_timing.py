@@ -28,11 +28,21 @@ def _graph(launches: Sequence[Launch], graph_launches: int) -> tuple[Any, int]:
         launch()
     torch.cuda.synchronize()
     passes = max(1, -(-graph_launches // len(launches)))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(passes):
-            for launch in launches:
-                launch()
+    # Captured on a side stream as torch.cuda.graph does, but without its synchronize and
+    # emptying of the caching allocator first (nothing here allocates while capturing, and the
+    # graph's private pool goes with it): 0.3-0.7 ms of a probe's 8-15 ms on the H200
+    # (benchmarks/bench_probe_cost.py, session 7: capture 0.8-1.6 ms, without emptying 0.5-0.9).
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        graph.capture_begin()
+        try:
+            for _ in range(passes):
+                for launch in launches:
+                    launch()
+        finally:
+            graph.capture_end()
+    torch.cuda.current_stream().wait_stream(stream)
     return graph, passes * len(launches)
 
 
