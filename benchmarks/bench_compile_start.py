@@ -1,6 +1,7 @@
 """How long a tuning run's compile workers take to start and compile their first config, and the
 memory each holds (issue 17: in session 8's H200 traces the 16 compile workers' warm-ups took
-5-7 s, and the run's first compile ended 5.7-6.5 s after its start, while the GPU waited).
+5.6-6.9 s on average, and the run's first compile ended 5.7-6.5 s after its start, while the GPU
+waited).
 
 Starts a pool of N compile workers for tilefit's kernel (tune/pools.WorkerPool, as `tilefit tune`
 does: warmed at once, `WorkerPool.warm`), and asks N distinct configs of it at once into an empty

@@ -84,7 +84,8 @@ def test_scalars_specialise_as_tritons_native_function():
 
 def test_a_compile_worker_never_imports_torch(tmp_path):
     """What a compile worker runs (the target's warm-up without a GPU, then a compile) works with
-    torch made unimportable: 16 processes importing it took 5-7 s at a run's start on the H200."""
+    torch made unimportable: 16 compile workers importing it at once took 5.6-6.9 s each at a
+    run's start on the H200."""
     pytest.importorskip("triton")
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         pytest.skip("interpreter mode replaces @triton.jit functions")

@@ -49,9 +49,9 @@ def test_the_target_watches_from_its_first_launch(fresh):
     from tilefit.kernels.triton_moe.config import MoEConfig
 
     target = TilefitMoETarget(gpu="h200", device="cpu")
-    assert target.stats() == {"own_compiles": 0} and fresh.listener is None
+    assert target.stats() == {} and fresh.listener is None  # nothing launched, nothing counted
     target._launch(MoEConfig(16, 64, 64, 1, 4, 2), TuneShape("gemm1", 8, 256, 128, 2, "bf16"), 4)
-    assert fresh.listener is not None
+    assert fresh.listener is not None and target.stats() == {"own_compiles": 0}
     _compiled(fresh, "fused_moe_kernel", False)
     assert target.stats() == {"own_compiles": 1}
 

@@ -77,8 +77,9 @@ def _scalar(value: Any, specialise: bool, align: bool) -> tuple[str, Any] | None
     """(type, descriptor) of a bool, int, float or None argument as Triton 3.6's launcher makes
     them (native_specialize_impl, held equal by tests/test_oracle_launch_key.py); None for any
     other value. Here because Triton's native function imports torch at its first call, which a
-    compile worker otherwise never needs: ~1 s and ~200 MB per process on the 2-core machine, and
-    16 compile workers importing it at once took 5-7 s on the H200 host (session 8 traces)."""
+    compile worker otherwise never needs: ~1 s and ~200 MB per process on the 2-core machine; on
+    the H200 host 16 compile workers' warm-ups, importing it at once, took 5.6-6.9 s on average
+    (session 8 traces)."""
     if value is None:
         return "constexpr", None
     if isinstance(value, bool):

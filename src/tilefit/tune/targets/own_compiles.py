@@ -5,8 +5,8 @@ slower, not wrong, and nothing else shows it: session 8's H200 runs (benchmarks/
 ~45 s of a 100 s TP8 fp8-block run to ~73 such compiles before the oracle's key was fixed.
 
 `watch(name)` counts, in this process, Triton's compiles of kernels called `name` that did not come
-from its cache (Triton's compilation listener, `triton.knobs.compilation.listener`, Triton 3.4+;
-an older Triton counts nothing). A listener set before is still called.
+from its cache (`triton.knobs.compilation.listener`, read in Triton 3.6; a Triton without it
+counts nothing). A listener set before is still called.
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ def count(name: str) -> int:
         return _counts.get(name, 0)
 
 
-def warning(count: int) -> str:
-    """The line a run prints when its GPU workers compiled `count` kernels themselves."""
-    return (f"the GPU worker compiled {count} kernel(s) itself at their first launch, each holding "
+def warning(n: int) -> str:
+    """The line a run prints when its GPU workers compiled `n` kernels themselves."""
+    return (f"the GPU worker compiled {n} kernel(s) itself at their first launch, each holding "
             f"the GPU for a compile: Triton's cache did not have them under the key the launch "
             f"made (the compile pool compiled them under another key, or the cache was emptied "
             f"since). The picks are not affected. Unless the cache was emptied, please report it "

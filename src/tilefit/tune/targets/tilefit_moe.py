@@ -53,7 +53,7 @@ L2_MULTIPLE = 4  # the rotated weight copies touch this many times the L2 size p
 ACTIVATIONS_KEPT = 4
 ROTATE_MAX_BYTES = 16 << 30  # memory the weight copies may take at most
 GRAPH = "cuda-graph"
-KERNEL = "fused_moe_kernel"  # the Triton kernel the compile pool compiles (kernels/triton_moe/kernel.py)
+KERNEL = "fused_moe_kernel"  # what the compile pool compiles (kernels/triton_moe/kernel.py)
 EVENTS = "events"
 # Errors after which the CUDA context is unusable: the worker must be replaced.
 FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
@@ -290,9 +290,8 @@ class TilefitMoETarget:
         return rotated
 
     def stats(self) -> dict[str, int]:
-        """This process's counters (WorkerPool.stats): `own_compiles`, kernels it compiled itself
-        at their first launch, not found where the compile pool put them (own_compiles.py)."""
-        return {"own_compiles": own_compiles.count(KERNEL)}
+        """For WorkerPool.stats: `own_compiles` (own_compiles.py), where they are counted."""
+        return {"own_compiles": own_compiles.count(KERNEL)} if self._watching else {}
 
     def _launch(self, config: Any, shape: TuneShape, batch: int, weights: Any = None) -> Any:
         from tilefit.kernels.triton_moe import ops
@@ -300,7 +299,6 @@ class TilefitMoETarget:
 
         if self._watching is False:
             self._watching = own_compiles.watch(KERNEL) or None  # None: Triton cannot tell
-
         p = self._problem(shape, batch)
         b, b_scale = weights if weights is not None else (p["b"], p["b_scale"])
         akey = (shape, batch, config.block_m)
