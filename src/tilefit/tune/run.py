@@ -105,8 +105,7 @@ def tune(req: TuneRequest, progress: Progress = lambda event, data: None) -> Tun
         finally:
             run.evaluator.close()
         restarts = cpool.restarts + bpool.restarts
-        if own := (bpool.stats(req.shapes[0]).get("own_compiles") if req.shapes else None):
-            progress("warning", {"message": own_compiles.warning(own)})
+        own = own_compiles.gather(bpool, req.shapes, progress)
     report = TuneReport(run.rows, run.files, run.model_bugs, round(time.monotonic() - started, 3),
                         journal.resumed, restarts, req.figures, run.ceilings, journal.stale,
                         tuple(journal.stale_contexts), own)

@@ -12,6 +12,7 @@ counts nothing). A listener set before is still called.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 _lock = threading.Lock()
@@ -54,6 +55,15 @@ def count(name: str) -> int:
     """`name`'s compiles counted so far (0 if not watched)."""
     with _lock:
         return _counts.get(name, 0)
+
+
+def gather(pool: Any, shapes: Sequence[Any], progress: Any) -> int | None:
+    """The GPU pool's count at a run's end (pools.WorkerPool.stats; None: not counted), and the
+    warning through `progress` when there were any."""
+    n = pool.stats(shapes[0]).get("own_compiles") if shapes else None
+    if n:
+        progress("warning", {"message": warning(n)})
+    return n
 
 
 def warning(n: int) -> str:
