@@ -20,7 +20,10 @@ import os
 import tempfile
 import threading
 import time
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _rss_kb(pid: int) -> int | None:
@@ -50,10 +53,12 @@ def main() -> None:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefit-bench-cache-")
 
     from tilefit.tune.pools import WorkerPool
-    from tilefit.tune.targets.base import TargetSpec, TuneShape
+    from tilefit.tune.targets.base import TargetSpec
     from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
 
-    shape = TuneShape("gemm1", 32, 6144, 2048, 8, args.dtype, 256)  # GLM-5 under EP8
+    from tune_results import layer_shape  # benchmarks/: GLM-5's per-GPU shape, from the planner
+
+    shape = layer_shape("ep8", args.dtype)
     spec = TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu="h200")
     configs = [c for c in TilefitMoETarget(gpu="h200").space(shape)
                if c.group_m == 1 and c.block_m == 16][: args.workers]

@@ -31,11 +31,12 @@ import argparse
 import gzip
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
-
-LAYOUTS = {"ep8": (32, 2048), "tp8": (256, 256)}  # GLM-5 per GPU: (local experts, width)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def _journal_configs(path: str, gemm: str, batch: int) -> list[dict[str, Any]]:
@@ -56,7 +57,7 @@ def _journal_configs(path: str, gemm: str, batch: int) -> list[dict[str, Any]]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("journal")
-    p.add_argument("--layout", choices=sorted(LAYOUTS), default="tp8")
+    p.add_argument("--layout", choices=("ep8", "tp8"), default="tp8")
     p.add_argument("--dtype", default="fp8-block")
     p.add_argument("--gemm", default="gemm2")
     p.add_argument("--batch", type=int, default=1)
@@ -74,7 +75,7 @@ def main() -> None:
     import torch
     import triton
 
-    from tilefit.tune.targets.base import TuneShape
+    from tune_results import layer_shape  # benchmarks/: GLM-5's per-GPU shape, from the planner
     from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
 
     compiles: list[float] = []  # seconds of each compile this process ran
@@ -92,9 +93,7 @@ def main() -> None:
     configs = _journal_configs(args.journal, args.gemm, args.batch)
     if not configs:
         raise SystemExit(f"no {args.gemm} probes at batch {args.batch} in {args.journal}")
-    experts, width = LAYOUTS[args.layout]
-    shape = TuneShape(gemm=args.gemm, experts=experts, hidden=6144, width=width, topk=8,
-                      dtype=args.dtype, total_experts=256)
+    shape = layer_shape(args.layout, args.dtype).with_gemm(args.gemm)
     other = shape.with_gemm("gemm1" if args.gemm == "gemm2" else "gemm2")
     target = TilefitMoETarget(gpu=args.gpu)
     first_other = target.config_from_dict(configs[0]) if args.other_batch else None
