@@ -97,22 +97,19 @@ def _worker_main(conn: Any, spec: TargetSpec, device: int | None) -> None:
         began = time.monotonic()
         try:
             shape = TuneShape(**shape_dict)
+            config: Any = None  # none for "warm" and "stats"
+            if op == "run_many":
+                config = tuple(target.config_from_dict(d) for d in config_dict["group"])
+            elif config_dict is not None:
+                config = target.config_from_dict(config_dict)
+            reply: Any = None
             if op == "warm":  # started ahead of its first request: ready what that will need
-                warm = getattr(target, "warm", None)
-                if warm is not None:
-                    warm(shape, device is not None)
-                _send(conn, ("reply", None, time.monotonic() - began))
-                continue
-            if op == "stats":  # the target's counters for this process (WorkerPool.stats)
-                stats = getattr(target, "stats", None)
-                _send(conn, ("reply", dict(stats()) if stats is not None else {},
-                             time.monotonic() - began))
-                continue
-            config = (tuple(target.config_from_dict(d) for d in config_dict["group"])
-                      if op == "run_many" else target.config_from_dict(config_dict))
-            if op == "compile":
+                if hasattr(target, "warm"):
+                    target.warm(shape, device is not None)
+            elif op == "stats":  # the target's counters for this process (WorkerPool.stats)
+                reply = dict(target.stats()) if hasattr(target, "stats") else {}
+            elif op == "compile":
                 target.compile(config, shape)
-                reply: Any = None
             elif op == "run":
                 reply = Ok(float(target.run(config, shape, batch)))
             elif op == "run_many":  # several configs timed in turns (a re-timing round)
