@@ -27,6 +27,7 @@ from tilefit.tune.targets.base import MOE_SPACE, Routed, TuneShape
 from tilefit.tune.targets.gpu_timing import events_together_us, replay_together_us, replay_us
 from tilefit.tune.targets import own_compiles
 from tilefit.tune.targets.kept import WEIGHTS_SHARE, KeptWeights
+from tilefit.tune.targets.reference import compare_rows
 
 SEED = 0
 WARMUP_MS, REP_MS = 10, 40  # do_bench budgets per config (ms)
@@ -58,9 +59,6 @@ EVENTS = "events"
 # Errors after which the CUDA context is unusable: the worker must be replaced.
 FATAL_MARKERS = ("illegal memory access", "unspecified launch failure", "misaligned address",
                  "device-side assert", "CUDA error: an illegal instruction", "uncorrectable ECC")
-# bf16 accumulates in fp32; the bf16 output rounding bounds the error (2^-8 relative).
-CHECK_ROWS = 256
-TOLERANCE = {"bf16": 2e-2, "fp16": 5e-3, "fp8-block": 6e-2}
 
 
 class TilefitMoETarget:
@@ -348,35 +346,11 @@ class TilefitMoETarget:
         return 1000.0 * float(do_bench(launch, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
     def check(self, config: Any, shape: TuneShape, batch: int) -> str | None:
-        """Compare a spread sample of the kernel's rows with a float32 reference, computed one
-        expert at a time on the device (a whole float32 weight tensor would not fit)."""
-        import torch
-
-        from tilefit.kernels.triton_moe import ops
-
+        """The kernel's output for `batch`'s routing against a float32 reference (reference.py)."""
         p = self._problem(shape, batch)
         p["c"].zero_()
         self._launch(config, shape, batch)()
-        ids, w = p["ids_cpu"].reshape(-1), p["w_cpu"].reshape(-1)
-        rows = torch.nonzero(ids >= 0).reshape(-1)
-        if rows.numel() == 0:
-            return None
-        rows = rows[:: max(1, rows.numel() // CHECK_ROWS)]
-        a_idx = rows // shape.topk if shape.gemm == "gemm1" else rows
-        a = p["a"] if p["a_scale"] is None else ops.dequantize(p["a"], p["a_scale"], 1, 128)
-        err = scale = 0.0
-        for e in torch.unique(ids[rows]).tolist():
-            sel = rows[ids[rows] == e]
-            b = p["b"][e].float() if p["b_scale"] is None else \
-                ops.dequantize(p["b"][e:e + 1], p["b_scale"][e:e + 1], 128, 128)[0]
-            ref = a[(a_idx[ids[rows] == e]).to(a.device)].float() @ b.T
-            if shape.gemm == "gemm2":
-                ref = ref * w[sel, None].to(ref.device)
-            got = p["c"][sel.to(ref.device)].float()
-            err = max(err, (got - ref).abs().max().item())
-            scale = max(scale, ref.abs().max().item())
-        tol = TOLERANCE.get(shape.dtype, 2e-2)
-        return None if err <= tol * (scale or 1.0) else f"max error {err:.3g} > {tol} x {scale:.3g}"
+        return compare_rows(p, shape)
 
 
 def _half(shape: TuneShape) -> Any:
