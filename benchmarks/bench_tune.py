@@ -83,7 +83,8 @@ def _request(args: argparse.Namespace, layer: Any, out: Path, retime_ms: tuple[f
         spec = TargetSpec.of("tilefit.tune.targets.tilefit_moe:TilefitMoETarget", gpu=args.gpu,
                              warmup_ms=warmup_ms, rep_ms=rep_ms, graph_ms=graph_ms,
                              probe_warmup_ms=args.probe_warmup_ms, probe_rep_ms=args.probe_rep_ms,
-                             probe_launches=args.probe_launches, graph_max_batch=args.graph_max_batch)
+                             probe_launches=args.probe_launches, graph_max_batch=args.graph_max_batch,
+                             probe_graph_ms=args.probe_graph_ms)
         devices = tuple(range(torch.cuda.device_count()))[: args.gpus or None]
     return TuneRequest(spec, (layer,), kw.pop("batches"), out, args.gpu, args.device_name,
                        compile_workers=args.compile_workers or default_compile_workers(),
@@ -274,18 +275,21 @@ def main() -> None:
     p.add_argument("--compile-workers", type=int, default=None)
     p.add_argument("--in-turns", action="store_true",
                    help="the fast run searches gemm1, then gemm2 (default: side by side)")
-    # The fast run's re-timing budgets (do_bench at large batches, graph replays up to
-    # --graph-max-batch); the check (--against) keeps session 4's 5+25 ms for both, so the
-    # pick's quality is judged as before.
-    p.add_argument("--warmup-ms", type=float, default=5.0)
-    p.add_argument("--rep-ms", type=float, default=25.0)
-    p.add_argument("--graph-ms", type=float, default=12.0)
+    # The fast run's budgets: `tilefit tune`'s own (the target's defaults), so the benchmark times
+    # what the command runs; the check (--against) keeps session 4's 5+25 ms for both timings,
+    # so the pick's quality is judged as before.
+    from tilefit.tune.targets import tilefit_moe as moe
+    p.add_argument("--warmup-ms", type=float, default=moe.WARMUP_MS)
+    p.add_argument("--rep-ms", type=float, default=moe.REP_MS)
+    p.add_argument("--graph-ms", type=float, default=moe.GRAPH_MS)
     p.add_argument("--check-warmup-ms", type=float, default=5.0)
     p.add_argument("--check-rep-ms", type=float, default=25.0)
-    p.add_argument("--probe-warmup-ms", type=float, default=1.0,
+    p.add_argument("--probe-warmup-ms", type=float, default=moe.PROBE_WARMUP_MS,
                    help="search timings (fast and exhaustive alike); finalists use --warmup-ms/--rep-ms")
-    p.add_argument("--probe-rep-ms", type=float, default=5.0)
-    p.add_argument("--probe-launches", type=int, default=8,
+    p.add_argument("--probe-rep-ms", type=float, default=moe.PROBE_REP_MS)
+    p.add_argument("--probe-graph-ms", type=float, default=moe.PROBE_GRAPH_MS,
+                   help="a search timing's graph replay budget")
+    p.add_argument("--probe-launches", type=int, default=moe.PROBE_GRAPH_LAUNCHES,
                    help="launches in a search timing's CUDA graph (the finalists' graphs keep 24)")
     p.add_argument("--no-interleave", dest="interleave", action="store_false",
                    help="re-timing rounds (the fast run's and the check's) time their finalists "
@@ -296,7 +300,7 @@ def main() -> None:
     p.add_argument("--split-at", type=int, default=1024,
                    help="the fast run searches the batch sizes from here up as a segment of their "
                         "own, beside the smaller ones (0: one segment, as before session 6)")
-    p.add_argument("--graph-max-batch", type=int, default=256)
+    p.add_argument("--graph-max-batch", type=int, default=moe.GRAPH_MAX_BATCH)
     p.add_argument("--work", default=".cache/bench_tune")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--out-dir", default="benchmarks/results")

@@ -30,7 +30,9 @@ from tilefit.tune.targets.kept import WEIGHTS_SHARE, KeptWeights
 from tilefit.tune.targets.reference import compare_rows
 
 SEED = 0
-WARMUP_MS, REP_MS = 10, 40  # do_bench budgets per config (ms)
+# do_bench budgets per config (ms) for `run`: the budgets every H200 run of issue 17 whose picks
+# were checked against an exhaustive sweep re-timed with (benchmarks/bench_tune.py, sessions 4-9).
+WARMUP_MS, REP_MS = 5, 25
 # Graph replays' budget for `run` (ms): on the H200 a 12 ms budget left every graph-timed pick of
 # session 5's runs within 0.6% of the sweep's best (benchmarks/RESULTS.md), and one config's
 # rounds spread 0.01-0.1% there on 30 ms; large batches keep do_bench's longer budget.
@@ -38,6 +40,12 @@ GRAPH_MS = 12
 # A search's ranking timings: the budgets the H200 exhaustive sweeps of issue 17 ran with; they
 # only rank, and the search's best few are re-timed on `run`'s budget before anything is picked.
 PROBE_WARMUP_MS, PROBE_REP_MS = 1, 5
+# ... and a probe's graph replays' budget (ms): at batch 1-32 a probe's graph of 8 launches replays
+# in 0.1-1.8 ms, so 6 ms (do_bench's budget) meant 4-45 replays. On the H200 (session 9, three
+# runs of GLM-5 EP8/TP8 bf16 at 2 ms) the probes ranked as before (the finalists' probe over
+# their re-timed medians spread 0.4-0.6% a search, 0.5-0.7% at 6 ms), every checked pick stayed
+# within 1% of the sweep's best, and a run's probes took 2.1-5.5 s less GPU time.
+PROBE_GRAPH_MS = 2
 MIN_REPLAYS, PROBE_MIN_REPLAYS = 4, 3  # graph replays timed at least (the first is left out)
 # The CUDA-graph batch limit when no engine setting is given: batches up to it are graph-timed.
 GRAPH_MAX_BATCH = 256
@@ -70,7 +78,8 @@ class TilefitMoETarget:
                  warmup_ms: float = WARMUP_MS, rep_ms: float = REP_MS, jobs: Any = None,
                  arch: str = "", graph_max_batch: int = GRAPH_MAX_BATCH,
                  probe_warmup_ms: float = PROBE_WARMUP_MS, probe_rep_ms: float = PROBE_REP_MS,
-                 graph_ms: float = GRAPH_MS, probe_launches: int = PROBE_GRAPH_LAUNCHES):
+                 graph_ms: float = GRAPH_MS, probe_launches: int = PROBE_GRAPH_LAUNCHES,
+                 probe_graph_ms: float = PROBE_GRAPH_MS):
         self.gpu = gpu
         self.arch_name = arch  # set for a GPU not in the catalog: its arch read from the device
         if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
@@ -80,6 +89,7 @@ class TilefitMoETarget:
         self.graph_ms = graph_ms
         self.probe_warmup_ms, self.probe_rep_ms = probe_warmup_ms, probe_rep_ms
         self.probe_launches = probe_launches
+        self.probe_graph_ms = probe_graph_ms
         self.graph_max_batch = graph_max_batch
         self.device = device  # "cpu" only for `check` under TRITON_INTERPRET=1 (tests)
         self._inputs: dict[Any, Any] = {}
@@ -328,7 +338,7 @@ class TilefitMoETarget:
     def probe(self, config: Any, shape: TuneShape, batch: int) -> float:
         """`run` on the search's shorter budget (the module docstring says why)."""
         return self._time(config, shape, batch, self.probe_warmup_ms, self.probe_rep_ms,
-                          PROBE_MIN_REPLAYS, self.probe_warmup_ms + self.probe_rep_ms,
+                          PROBE_MIN_REPLAYS, self.probe_graph_ms,
                           self.probe_launches)
 
     def _time(self, config: Any, shape: TuneShape, batch: int, warmup_ms: float, rep_ms: float,
