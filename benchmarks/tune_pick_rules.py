@@ -13,7 +13,12 @@ Rules (each over the finalists still in after the last round):
   paired   the median over rounds of the time over the round's fastest finalist
   lowhalf  the mean of the faster half of the rounds
 
-  python benchmarks/tune_pick_rules.py [--results DIR] [--limit 1.02]
+With --rounds N, the fast run's rounds are cut to the first N before a rule chooses: what the run
+would have picked with N rounds (a finalist's drop after a round depends only on the rounds
+before it, so the cut rounds are what N rounds would have timed). Rows re-timed in fewer rounds
+(the CUDA-graph rows: 3) are unchanged by an N at or above theirs.
+
+  python benchmarks/tune_pick_rules.py [--results DIR] [--limit 1.02] [--rounds N]
 """
 
 from __future__ import annotations
@@ -28,19 +33,22 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SETS = ("tune_v4", "tune_v5", "tune_v6", "tune_v7", "tune_v8")
+SETS = ("tune_v4", "tune_v5", "tune_v6", "tune_v7", "tune_v8", "tune_v9")
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 Rounds = dict[tuple[str, int], dict[tuple[int, ...], dict[int, float]]]
 
 
-def rounds(path: Path) -> Rounds:
-    """{(gemm, batch): {config: {round: us}}} from a journal's re-timing lines ('retimeN:...')."""
+def rounds(path: Path, first: int | None = None) -> Rounds:
+    """{(gemm, batch): {config: {round: us}}} from a journal's re-timing lines ('retimeN:...'),
+    rounds 0..first-1 only when `first` is given."""
     out: Rounds = {}
     for line in gzip.open(path, "rt"):
         d = json.loads(line)
         head, _, rest = d["shape"].partition(":")
         t = d["result"].get("time_us")
         if d["batch"] is None or not head.startswith("retime") or not t:
+            continue
+        if first is not None and int(head[len("retime"):]) >= first:
             continue
         config = tuple(d["config"][k] for k in KEYS)
         per = out.setdefault((rest.split(":")[0], d["batch"]), {}).setdefault(config, {})
@@ -77,7 +85,7 @@ def choose(found: dict[tuple[int, ...], dict[int, float]], rule: str) -> tuple[i
 RULES = ("median", "min", "paired", "lowhalf")
 
 
-def judge(results: Path) -> dict[str, list[tuple[str, tuple[str, int], Any]]]:
+def judge(results: Path, first: int | None = None) -> dict[str, list[tuple[str, tuple[str, int], Any]]]:
     """rule -> [(run, (gemm, batch), (pick/best, paired) or None when the check never timed it)]."""
     judged: dict[str, list[tuple[str, tuple[str, int], Any]]] = {rule: [] for rule in RULES}
     checks = sorted(p for s in SETS for p in (results / s).glob("*_check.jsonl.gz"))
@@ -88,7 +96,7 @@ def judge(results: Path) -> dict[str, list[tuple[str, tuple[str, int], Any]]]:
         if not fast_path.exists():
             continue
         run = f"{check_path.parent.name}/{check_path.name.removesuffix('_check.jsonl.gz')}"
-        fast, check = rounds(fast_path), rounds(check_path)
+        fast, check = rounds(fast_path, first), rounds(check_path)
         for key, timed in sorted(check.items()):
             if key not in fast:
                 continue
@@ -109,12 +117,17 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", type=Path, default=RESULTS)
     p.add_argument("--limit", type=float, default=1.02)
+    p.add_argument("--rounds", type=int, default=None,
+                   help="cut the fast runs' re-timing rounds to the first N")
     args = p.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1:
+        print("tune_pick_rules: --rounds must be at least 1", file=sys.stderr)
+        return 2
     if not args.results.is_dir():
         print(f"tune_pick_rules: {args.results} is not a folder", file=sys.stderr)
         return 2
     try:
-        judged = judge(args.results)
+        judged = judge(args.results, args.rounds)
     except SystemExit as e:
         print(e, file=sys.stderr)
         return 2

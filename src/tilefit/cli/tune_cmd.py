@@ -14,7 +14,7 @@ from tilefit.cli.args import add_json_arg, int_list, non_negative_int, positive_
 from tilefit.errors import UsageError
 # A module attribute, so that tests can replace it.
 from tilefit.tune.device import local_gpus as _local_gpus
-from tilefit.tune.finalists import EVENT_ROUNDS, FINALISTS, ROUNDS
+from tilefit.tune.finalists import FINALISTS, ROUNDS
 from tilefit.tune.targets.registry import (
     CPU_TARGETS, ENGINE_TARGETS, PUBLIC_TARGETS, STANDARD_BATCHES, target_factory)
 
@@ -93,8 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: %(default)s)")
     p.add_argument("--rounds", type=non_negative_int, default=ROUNDS, metavar="R",
                    help="interleaved re-timing rounds; the median decides (0: pick by the search's "
-                        f"own timings; default: %(default)s, at least {EVENT_ROUNDS} at batch sizes "
-                        "timed with CUDA events)")
+                        "own timings; default: %(default)s)")
     p.add_argument("--no-interleave", dest="interleave", action="store_false",
                    help="time a re-timing round's finalists one after the other (default: in "
                         "turns, launch by launch or replay by replay, so a change of the GPU's "

@@ -22,17 +22,15 @@ of gemm1's pick and gemm2's best finalist with that BLOCK_SIZE_M.
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tilefit._io import write_json_atomic
 from tilefit.errors import UsageError
-from tilefit.tune.finalists import gather, ranked, retime, rounds_for
+from tilefit.tune.finalists import gather, ranked, retime
 from tilefit.tune.report import Row
 from tilefit.tune.targets.base import TuneShape
 
-Rounds = Callable[[TuneShape, int], int]  # re-timing rounds for a GEMM at a batch size
 
 ENGINES = ("vllm", "sglang")
 SIDECAR_SUFFIX = ".tilefit-provenance.json"
@@ -63,7 +61,7 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
         raise UsageError("--emit needs gemm1 and gemm2 tuned separately (--target tilefit)")
     versions = target.versions()
     triton = versions.get("triton") or installed_triton_version()
-    rounds = _run_rounds(req, target)
+    rounds = _run_rounds(req)
     written: list[Path] = []
 
     for engine in req.emit:
@@ -92,15 +90,6 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
         for p in paths:
             written += [p, _sidecar(p, engine, req, layer, versions, how)]
     return written
-
-
-def _run_rounds(req: Any, target: Any) -> Rounds:
-    """The run's own re-timing rounds for a GEMM and batch size (finalists.rounds_for: at least
-    `event_rounds` where the target times with CUDA events, whose rounds spread most), so an
-    emission re-times on as many rounds as the picks did, reusing theirs from the journal."""
-    def rounds(shape: TuneShape, batch: int) -> int:
-        return max(1, rounds_for(req.rounds, req.event_rounds, target.timing(shape, batch)))
-    return rounds
 
 
 class _RunsAsTuned:
@@ -157,16 +146,22 @@ def _swap_ab_caveat(engine: Any, dtype: str, arch: Any, per_gemm: list[dict[int,
             f"without it")
 
 
+def _run_rounds(req: Any) -> int:
+    """The run's own re-timing rounds (at least one: --rounds 0 re-timed nothing), so an emission
+    re-times on as many rounds as the picks did, reusing theirs from the journal."""
+    return max(1, req.rounds)
+
+
 def _retimed(evaluator: Any, shape: TuneShape, batch: int, configs: list[Any],
-             rounds: Rounds) -> dict[Any, float]:
+             rounds: int) -> dict[Any, float]:
     found = gather([("given", [(c, None) for c in dict.fromkeys(configs)])], len(configs))
     # Every round for each: the medians are summed over both GEMMs, so they must share rounds.
     return {f.config: f.median_us
-            for f in retime(evaluator, shape, batch, found, rounds(shape, batch), drop=0.0)}
+            for f in retime(evaluator, shape, batch, found, rounds, drop=0.0)}
 
 
 def _one_config_for_both(evaluator: Any, layer: TuneShape, winners: dict[str, dict[int, Any]],
-                         rounds: Rounds) -> tuple[dict[int, Any], str]:
+                         rounds: int) -> tuple[dict[int, Any], str]:
     out: dict[int, Any] = {}
     for batch, c1 in winners["gemm1"].items():
         c2 = winners["gemm2"][batch]
@@ -181,7 +176,7 @@ def _one_config_for_both(evaluator: Any, layer: TuneShape, winners: dict[str, di
 
 
 def _down_configs(evaluator: Any, layer: TuneShape, winners: dict[str, dict[int, Any]],
-                  rows: dict[tuple[str, int], Row], rounds: Rounds, runs: _RunsAsTuned
+                  rows: dict[tuple[str, int], Row], rounds: int, runs: _RunsAsTuned
                   ) -> tuple[dict[int, Any], str]:
     out: dict[int, Any] = {}
     for batch, c1 in winners["gemm1"].items():

@@ -25,11 +25,15 @@ pick the same configs, or configs within 0.66% of them in the rounds both ran (t
 4096, where one config's rounds spread 0.7-0.9% around their median), for 58% of the timings.
 Two rounds left four rows beyond 0.5% (worst 1.9%), one round seven.
 
-Five rounds at batch sizes timed with CUDA events (do_bench: the large batches): in session 5's
-H200 runs, on 3 rounds, the same tile with another GROUP_SIZE_M read 4-8% apart from one round to
-the next at batch 4096 (a fast and a slow mode, fp8-block most), and two of those picks read
-1.027-1.070 against the sweep's best in the 5-round check. Session 4 ran 5 rounds there and its
-checks held.
+Three rounds at batch sizes timed with CUDA events too. Session 5's H200 runs, on 3 rounds, saw
+the same tile with another GROUP_SIZE_M read 4-8% apart from one round to the next at batch 4096
+(a fast and a slow mode of the GPU), and sessions 5-8 re-timed those batch sizes on 5 rounds.
+Since session 6 a round's finalists are timed in turns (TuneRequest.interleave), so a mode meets
+them all alike: on the 88 event-timed rows of sessions 7 and 8 that a check re-timed
+(benchmarks/results/tune_v7, tune_v8; `benchmarks/tune_pick_rules.py --rounds 3`), the first 3 of
+the 5 recorded rounds pick configs as good as all 5 (worst pick / best 1.0094 either way, over all
+176 checked rows). Five rounds there cost the H200's TP8 bf16 run 9.1 s of its 41 s of GPU work
+(session 9).
 """
 
 from __future__ import annotations
@@ -43,14 +47,7 @@ from tilefit.tune.targets.base import TuneShape
 
 FINALISTS = 4  # best configs of each search re-timed
 ROUNDS = 3  # interleaved rounds; the median is kept
-EVENT_ROUNDS = 5  # ... at batch sizes the target times with CUDA events (see above)
 DROP = 0.03  # after each round, finalists whose fastest round is this far behind the lead stop
-
-
-def rounds_for(rounds: int, event_rounds: int, timing: str) -> int:
-    """The re-timing rounds at a batch size the target times with `timing`: at least
-    `event_rounds` where CUDA events time it (see above); 0 (no re-timing) stays 0."""
-    return max(rounds, event_rounds) if rounds > 0 and timing == "events" else rounds
 
 
 def gather(groups: Iterable[tuple[str, Sequence[tuple[Any, Result | None]]]], top: int

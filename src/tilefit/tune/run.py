@@ -24,8 +24,7 @@ from typing import Any
 from tilefit._io import write_json_atomic
 from tilefit.errors import UsageError
 from tilefit.tune import perfmodel
-from tilefit.tune.finalists import (DROP, EVENT_ROUNDS, FINALISTS, ROUNDS, gather, ranked, retime,
-                                    rounds_for)
+from tilefit.tune.finalists import DROP, FINALISTS, ROUNDS, gather, ranked, retime
 from tilefit.tune.device import DeviceFigures
 from tilefit.tune.evaluator import Evaluator, Predictions, Progress
 from tilefit.tune.journal import Journal, describe_context
@@ -70,7 +69,6 @@ class TuneRequest:
     interleave: bool = True  # a re-timing round's finalists timed in turns (target.run_many)
     finalists: int = FINALISTS  # best configs of each search re-timed in quiet
     rounds: int = ROUNDS  # re-timing rounds (0: pick by the search's own timings)
-    event_rounds: int = EVENT_ROUNDS  # ... at least, where the target times with CUDA events
     drop: float = DROP  # finalists this far behind after a round stop (0: all run every round)
     measure_ceilings: bool = False  # time the GPU's copy and MMA rates first (needs CUDA here)
     emit: tuple[str, ...] = ()  # engines whose config files to write too ("vllm", "sglang")
@@ -357,8 +355,7 @@ class _Run:
                 found: list[tuple[Any, tuple[str, ...], float | None]]) -> list[Retimed]:
         if self.req.rounds <= 0:  # the search's own timings decide
             return [Retimed(c, (t,) if t is not None else (), t, s) for c, s, t in found]
-        rounds = rounds_for(self.req.rounds, self.req.event_rounds, self.target.timing(shape, batch))
-        return retime(self.evaluator, shape, batch, found, rounds, self.req.drop)
+        return retime(self.evaluator, shape, batch, found, self.req.rounds, self.req.drop)
 
     def _checked_best(self, shape: TuneShape, batch: int, chosen: list[Retimed]) -> Retimed | None:
         """The fastest finalist whose output matches the target's reference (a mismatch is
