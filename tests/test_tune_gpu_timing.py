@@ -56,7 +56,7 @@ class _FakeCuda:
         self.log.append("empty_cache")
 
 
-def test_a_capture_runs_eager_then_captures_on_a_side_stream_without_emptying(monkeypatch):
+def test_a_capture_launches_once_eager_then_captures_on_a_side_stream_without_emptying(monkeypatch):
     import sys
     import types
 
@@ -70,7 +70,7 @@ def test_a_capture_runs_eager_then_captures_on_a_side_stream_without_emptying(mo
     launches = [lambda: log.append("a"), lambda: log.append("b")]
     graph, count = gpu_timing._graph(launches, 3)
     assert count == 4  # 2 launches repeated to at least 3
-    assert log == ["a", "b", "sync", "wait:Stream<-Current", "on-side", "begin",
+    assert log == ["a", "sync", "wait:Stream<-Current", "on-side", "begin",
                    "a", "b", "a", "b", "end", "off-side", "wait:Current<-Stream"]
     assert "empty_cache" not in log
 
