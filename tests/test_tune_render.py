@@ -1,0 +1,29 @@
+"""`tilefit tune`'s text summary (cli/tune_cmd.render)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+
+def _row(batch: int, pct: float):
+    return SimpleNamespace(job="gemm1", batch=batch, config=None, timing="cuda-graph", time_us=10.0,
+                           pct_of_floor=pct, pct_of_catalog_floor=pct * 0.88, default_us=11.0,
+                           speedup=1.1, trials=58, exhaustive_us=None)
+
+
+def _report(rows, ceilings=True):
+    line = "measured ceilings: copy 4,244 GB/s (catalog 4,800)"
+    return SimpleNamespace(rows=rows, ceilings=SimpleNamespace(line=lambda: line) if ceilings else None,
+                           wall_s=1.0, worker_restarts=0, resumed_entries=0, stale_entries=0,
+                           stale_contexts=(), files=(), figures=None, model_bugs=())
+
+
+def test_rows_above_the_measured_floor_are_explained():
+    from tilefit.cli.tune_cmd import render
+
+    text = render(_report([_row(1, 72.0), _row(64, 107.7), _row(128, 104.9)]))
+    assert "2 rows above 100% of the measured floor" in text
+    assert "catalog floor is the hard bound" in text
+    assert "above 100%" not in render(_report([_row(1, 72.0), _row(64, 99.9)]))
+    # Without measured ceilings the floor is the catalog's: no such note.
+    assert "above 100%" not in render(_report([_row(64, 107.7)], ceilings=False))
