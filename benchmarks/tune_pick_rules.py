@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Would another rule for choosing among the re-timed finalists have passed the checks? Replays
-every recorded fast run that has a check (benchmarks/results/tune_v4 to tune_v7: the fast
+every recorded fast run that has a check (benchmarks/results/tune_v4 to tune_v9: the fast
 run's re-timing rounds and the check's rounds, re-timed later in the same session with the
 recorded sweep's best configs), applies each rule to the fast run's rounds, and judges the chosen
 config in the check's rounds: its median over the best median there ("pick/best"), and the median

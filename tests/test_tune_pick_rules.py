@@ -61,3 +61,17 @@ def test_the_recorded_runs_are_judged_whole(capsys):
 def test_a_missing_folder_is_exit_2(tmp_path, capsys):
     assert tune_pick_rules.main(["--results", str(tmp_path / "none")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_rounds_cut_to_the_first_n_change_the_pick_as_fewer_rounds_would(tmp_path):
+    """B is fastest in the first two rounds and slowest in the last three: five rounds pick A,
+    two pick B; --rounds 0 is refused with exit code 2."""
+    results = tmp_path / "results" / "tune_v9"
+    results.mkdir(parents=True)
+    _journal(results / "tp8_bf16_r1_fast.jsonl.gz", {A: [100, 100, 100, 100, 100],
+                                                      B: [98, 98, 105, 105, 105]})
+    _journal(results / "tp8_bf16_r1_check.jsonl.gz", {A: [100] * 5, B: [103] * 5})
+    five = tune_pick_rules.judge(tmp_path / "results")["median"]
+    two = tune_pick_rules.judge(tmp_path / "results", 2)["median"]
+    assert [r[2][0] for r in five] == [1.0] and [r[2][0] for r in two] == [1.03]
+    assert tune_pick_rules.main(["--results", str(tmp_path / "results"), "--rounds", "0"]) == 2
