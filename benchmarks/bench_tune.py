@@ -1,4 +1,5 @@
-"""Benchmark of `tilefit tune` on a GPU: GLM-5 per-GPU shapes (EP8 and TP8), gemm1 and gemm2, our
+"""Benchmark of `tilefit tune` on a GPU: GLM-5's per-GPU shapes (EP8 and TP8; another catalog model
+with --model, e.g. qwen3-235b-a22b-fp8 or deepseek-v3 for issue 17's fp8 shapes), gemm1 and gemm2, our
 kernel, the 18 standard batch sizes.
 
 Per layout, in fresh folders under --work: (a) the fast strategy over every batch size, with the
@@ -27,7 +28,8 @@ from typing import Any
 
 from tilefit.tune.targets.registry import STANDARD_BATCHES as STANDARD
 from tilefit.tune.run import JOURNAL as JOURNAL_NAME
-from tune_results import layer_shape, paired_over, rebuild, recorded_best, refloor, summarize  # benchmarks/
+from tune_results import (layer_shape, paired_over, rebuild, recorded_best, refloor,  # benchmarks/
+                          result_stem, summarize, sweep_journal)
 
 CHECKED = (1, 64, 1024, 4096)
 CHECK_ROUNDS = 5  # the check's rounds (every one for every config): as in session 4, whatever the run's
@@ -107,11 +109,11 @@ def fast_run(args: argparse.Namespace, layout: str) -> Any:
 
     if args.cold_cache:  # compiles count in full, as in the sweep they are compared with
         os.environ["TRITON_CACHE_DIR"] = str((Path(args.work) / layout / "triton-cache").resolve())
-    layer = layer_shape(layout, args.dtype)
+    layer = layer_shape(layout, args.dtype, args.model)
     req = _request(args, layer, Path(args.work) / layout / "fast", batches=tuple(args.batches),
                    strategy="fast", measure_ceilings=args.target != "fake",
                    side_by_side=not args.in_turns, split_at=args.split_at,
-                   provenance={"model": "GLM-5", "layout": layout.upper()},
+                   provenance={"model": args.model, "layout": layout.upper()},
                    trace=Path(args.work) / layout / "fast-trace.jsonl" if args.trace else None)
     print(f"[{layout}] fast strategy, {len(args.batches)} batch sizes", file=sys.stderr, flush=True)
     return tune(req, _log(f"{layout} fast"))
@@ -120,7 +122,7 @@ def fast_run(args: argparse.Namespace, layout: str) -> Any:
 def sweep_run(args: argparse.Namespace, layout: str, fast: Any) -> Any:
     from tilefit.tune.run import tune
 
-    layer = layer_shape(layout, args.dtype)
+    layer = layer_shape(layout, args.dtype, args.model)
     given = tuple((r.job, r.batch, r.config) for r in fast.rows
                   if r.batch in args.checked and r.config is not None)
     req = _request(args, layer, Path(args.work) / layout / "exhaustive",
@@ -134,9 +136,9 @@ def check_run(args: argparse.Namespace, layout: str, fast: Any) -> tuple[Any, di
     recorded sweep's best configs (--against); no new sweep."""
     from tilefit.tune.run import tune
 
-    layer = layer_shape(layout, args.dtype)
-    best = recorded_best(Path(args.against) / f"{layout}_{args.dtype.replace('-block', '')}"
-                         "_exhaustive.jsonl.gz", tuple(args.checked))
+    layer = layer_shape(layout, args.dtype, args.model)
+    best = recorded_best(sweep_journal(args.against, args.model, layout, args.dtype),
+                         tuple(args.checked))
     given = tuple((r.job, r.batch, r.config) for r in fast.rows
                   if r.batch in args.checked and r.config is not None)
     given += tuple((job, b, c) for (job, b), cs in best.items() for c in cs)
@@ -152,7 +154,7 @@ def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None,
            recorded: dict[Any, list[Any]] | None = None) -> dict[str, Any]:
     from tilefit.tune.journal import active_seconds
 
-    layer = layer_shape(layout, args.dtype)
+    layer = layer_shape(layout, args.dtype, args.model)
     work = Path(args.work) / layout
     by_check = {(r.job, r.batch): r for r in (sweep.rows if sweep else [])}
     rows = []
@@ -184,7 +186,8 @@ def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None,
                                               and r.time_us else None)
         rows.append(row)
     out: dict[str, Any] = {
-        "layout": layout, "dtype": args.dtype, "target": args.target, "device_name": args.device_name,
+        "model": args.model, "layout": layout, "dtype": args.dtype, "target": args.target,
+        "device_name": args.device_name,
         "shape": layer.as_dict(), "compile_workers": args.compile_workers or os.cpu_count(),
         "ceilings": fast.ceilings.as_dict() if fast.ceilings else None,
         "fast_wall_s": fast.wall_s, "fast_s": active_seconds(work / "fast" / JOURNAL_NAME),
@@ -255,6 +258,8 @@ def _compiles(path: Path) -> int:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default="glm-5",
+                   help="catalog model whose per-GPU expert GEMMs to tune (default: %(default)s)")
     p.add_argument("--layouts", default="ep8,tp8")
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8-block"))
     p.add_argument("--target", default="tilefit", choices=("tilefit", "fake"))
@@ -267,7 +272,8 @@ def main() -> None:
     p.add_argument("--no-sweep", action="store_true", help="fast runs only")
     p.add_argument("--against", metavar="DIR",
                    help="no sweep: re-time the picks with the best configs of the recorded sweep "
-                        "journals in DIR (LAYOUT_DTYPE_exhaustive.jsonl.gz)")
+                        "journals in DIR (LAYOUT_DTYPE_exhaustive.jsonl.gz; MODEL_LAYOUT_... for "
+                        "a model other than GLM-5)")
     p.add_argument("--no-grouped-mm", dest="grouped_mm", action="store_false",
                    help="leave torch._grouped_mm out (repeat runs: it does not change)")
     p.add_argument("--cold-cache", action="store_true",
@@ -316,7 +322,8 @@ def main() -> None:
                     "judged against")
         for layout in args.layouts.split(","):
             try:
-                data = rebuild(args.rebuild, layout, args.dtype, args.against, args.tag)
+                data = rebuild(args.rebuild, layout, args.dtype, args.against, args.tag,
+                               args.model)
             except FileNotFoundError as e:  # one line, not a traceback: a wrong folder is a usage error
                 p.error(f"--rebuild: {e.filename} not found (WORK is a bench_tune --work folder, "
                         f"with {layout}/fast/tune_summary.json; --against holds the sweeps' journals)")
@@ -330,6 +337,11 @@ def main() -> None:
         print(summarize(args.summarize))
         return
     layouts = [x.strip() for x in args.layouts.split(",") if x.strip()]
+    for layout in layouts:  # a layout the model cannot take fails here, before any GPU work
+        try:
+            layer_shape(layout, args.dtype, args.model)
+        except Exception as e:  # noqa: BLE001 - UsageError, ValueError, an unknown model
+            p.error(f"--model {args.model} --layouts {layout}: {e}")
     fast = {}
     paths = []
     for layout in layouts:
@@ -347,7 +359,7 @@ def main() -> None:
 
 
 def _write(args: argparse.Namespace, layout: str, data: dict[str, Any]) -> Path:
-    out = Path(args.out_dir) / f"tune_glm5_{layout}_{args.dtype}_{args.tag}.json"
+    out = Path(args.out_dir) / f"{result_stem(args.model, layout, args.dtype, args.tag)}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")

@@ -1,5 +1,5 @@
-"""bench_tune.py's result files, read and rewritten with no GPU: the GLM-5 layer a result's layout
-names, `--refloor` (floors recomputed from the timed routing draw), `--summarize` (the markdown
+"""bench_tune.py's result files, read and rewritten with no GPU: the layer a result's model and
+layout name (GLM-5's when the file names no model, as before session 10), `--refloor` (floors recomputed from the timed routing draw), `--summarize` (the markdown
 tables of benchmarks/RESULTS.md) and `--rebuild` (a result file from a run's work folder). Kept apart from the runs, which need the GPU.
 """
 
@@ -11,16 +11,44 @@ from pathlib import Path
 from typing import Any
 
 
-def layer_shape(layout: str, dtype: str) -> Any:
-    from tilefit.layout import Layout, plan_layer
+MODEL = "glm-5"  # the model every result before session 10 tuned (its files carry no "model")
+
+
+def parse_layout(text: str) -> Any:
+    """"tp8" -> Layout(tp=8), "ep8" -> Layout(ep=8); a ValueError otherwise."""
+    from tilefit.layout import Layout
+
+    kind, size = text[:2].lower(), text[2:]
+    if kind not in ("tp", "ep") or not size.isdigit() or int(size) < 1:
+        raise ValueError(f"layout {text!r}: give tpN or epN, e.g. ep8")
+    return Layout(tp=int(size)) if kind == "tp" else Layout(ep=int(size))
+
+
+def layer_shape(layout: str, dtype: str, model: str = MODEL) -> Any:
+    """One GPU's expert GEMMs of `model` under `layout` ("ep8", "tp8", ...), from the planner
+    (which refuses a layout the model's weights cannot take, e.g. a slice of an fp8 scale block)."""
+    from tilefit.layout import plan_layer
     from tilefit.models import load_model
     from tilefit.tune.targets.base import TuneShape
 
-    model = load_model("glm-5")
-    lay = Layout(tp=8) if layout == "tp8" else Layout(ep=8)
-    plan = plan_layer(model, lay)
-    return TuneShape("gemm1", plan.local_experts, model.hidden_size, model.expert_width // lay.tp,
-                     model.top_k, dtype, model.num_experts)
+    m = load_model(model)
+    plan = plan_layer(m, parse_layout(layout))
+    gemm2 = next(g for g in plan.gemms if g.name == "gemm2")
+    return TuneShape("gemm1", plan.local_experts, m.hidden_size, gemm2.k, m.top_k, dtype,
+                     m.num_experts)
+
+
+def result_stem(model: str, layout: str, dtype: str, tag: str) -> str:
+    """A result file's name without .json: GLM-5's keep session 3's `tune_glm5_...`."""
+    name = "glm5" if model == MODEL else model
+    return f"tune_{name}_{layout}_{dtype}_{tag}"
+
+
+def sweep_journal(against: str, model: str, layout: str, dtype: str) -> Path:
+    """A recorded exhaustive sweep's journal in `against`: LAYOUT_DTYPE_exhaustive.jsonl.gz for
+    GLM-5 (session 3's names; fp8-block as "fp8"), MODEL_LAYOUT_... for another model."""
+    name = f"{layout}_{dtype.replace('-block', '')}_exhaustive.jsonl.gz"
+    return Path(against) / (name if model == MODEL else f"{model}_{name}")
 
 
 def refloor(path: str) -> None:
@@ -35,7 +63,7 @@ def refloor(path: str) -> None:
     d = json.loads(Path(path).read_text())
     if d["dtype"] == "fp8":  # results written before the rename: "fp8" was the block-scaled kernel
         d["dtype"] = "fp8-block"
-    layer = layer_shape(d["layout"], d["dtype"])
+    layer = layer_shape(d["layout"], d["dtype"], d.get("model", MODEL))
     catalog = Device.from_gpu(get_gpu("h200"), d["dtype"])
     measured = Ceilings(**d["ceilings"]).device(catalog)
     target = TilefitMoETarget(gpu="h200")
@@ -55,7 +83,8 @@ def summarize(paths: list[str]) -> str:
     out = []
     for p in paths:
         d = json.loads(Path(p).read_text())
-        out += [f"## GLM-5 {d['layout'].upper()} {d['dtype']} on {d['device_name']}", ""]
+        model = "GLM-5" if d.get("model", MODEL) == MODEL else d["model"]
+        out += [f"## {model} {d['layout'].upper()} {d['dtype']} on {d['device_name']}", ""]
         c = d.get("ceilings")
         if c:
             out.append(f"Measured at the start ({c['seconds']:.1f} s): copy {c['copy_gbps']:,.0f} GB/s "
@@ -148,7 +177,8 @@ def recorded_best(path: Path, batches: tuple[int, ...], top: int = 4) -> dict[tu
     return {k: sorted(v, key=lambda c: (v[c], c))[:top] for k, v in timed.items()}
 
 
-def rebuild(work: str, layout: str, dtype: str, against: str, tag: str) -> dict[str, Any]:
+def rebuild(work: str, layout: str, dtype: str, against: str, tag: str,
+            model: str = MODEL) -> dict[str, Any]:
     """A bench_tune result file from a run's work folder (`--work`: LAYOUT/fast and LAYOUT/check,
     each with its journal and tune_summary.json), for a run whose result file did not come back
     from the GPU host. The check's picks are judged as bench_tune's --against does."""
@@ -160,7 +190,7 @@ def rebuild(work: str, layout: str, dtype: str, against: str, tag: str) -> dict[
     summary = root / "check" / "tune_summary.json"
     check = json.loads(summary.read_text()) if summary.exists() else _check_from_journal(root / "check")
     checked = sorted({r["batch"] for r in check["rows"]})
-    sweep = Path(against) / f"{layout}_{dtype.replace('-block', '')}_exhaustive.jsonl.gz"
+    sweep = sweep_journal(against, model, layout, dtype)
     best = {k: {c.label() for c in cs} for k, cs in recorded_best(sweep, tuple(checked)).items()}
     by_check = {(r["job"], r["batch"]): r for r in check["rows"]}
     rows = []
@@ -181,9 +211,10 @@ def rebuild(work: str, layout: str, dtype: str, against: str, tag: str) -> dict[
         rows.append(row)
     journal = root / "fast" / "journal.jsonl"
     compiles = sum(1 for e in read_entries(journal, MOE_SPACE.from_dict) if e.batch is None)
-    out = {"layout": layout, "dtype": dtype, "target": "tilefit", "device_name": fast["device"]
+    out = {"model": model, "layout": layout, "dtype": dtype, "target": "tilefit",
+           "device_name": fast["device"]
            if isinstance(fast.get("device"), str) else "NVIDIA H200",
-           "shape": layer_shape(layout, dtype).as_dict(), "ceilings": fast.get("ceilings"),
+           "shape": layer_shape(layout, dtype, model).as_dict(), "ceilings": fast.get("ceilings"),
            "fast_wall_s": fast["wall_s"], "fast_s": active_seconds(journal),
            "fast_compiles": compiles, "model_bugs": fast["model_bugs"] + check["model_bugs"],
            "worker_restarts": fast["worker_restarts"] + check["worker_restarts"],

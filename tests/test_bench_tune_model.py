@@ -1,0 +1,54 @@
+"""benchmarks/bench_tune.py --model: another catalog model's per-GPU GEMMs, from the planner;
+GLM-5's shapes (every recorded result) unchanged."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import tune_results  # noqa: E402 - benchmarks/ is not a package
+
+
+def _bench(*args: str, tmp: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "benchmarks"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_tune.py"), *args,
+                           "--work", str(tmp / "work"), "--out-dir", str(tmp / "out")],
+                          capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.parametrize("layout", ["ep8", "tp8"])
+def test_glm5_shapes_are_the_recorded_results(layout):
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "tune_v9" /
+                           f"{layout}_bf16_r9a.json").read_text())
+    assert tune_results.layer_shape(layout, "bf16").as_dict() == recorded["shape"]
+    assert "model" not in recorded  # read as GLM-5's (tune_results.MODEL)
+
+
+def test_another_model_is_tuned_on_its_own_shapes(tmp_path):
+    r = _bench("--target", "fake", "--model", "deepseek-v3", "--layouts", "ep8", "--no-sweep",
+               "--batches", "1,64", "--compile-workers", "2", "--tag", "t", tmp=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads((tmp_path / "out" / "tune_deepseek-v3_ep8_bf16_t.json").read_text())
+    assert d["model"] == "deepseek-v3"
+    # DeepSeek-V3: 256 experts of width 2048, hidden 7168, top-8; EP8 keeps 32 whole experts.
+    assert (d["shape"]["experts"], d["shape"]["hidden"], d["shape"]["width"],
+            d["shape"]["total_experts"]) == (32, 7168, 2048, 256)
+    assert sorted({row["batch"] for row in d["rows"]}) == [1, 64]
+    assert "## deepseek-v3 EP8 bf16" in r.stdout
+
+
+def test_a_layout_the_weights_cannot_take_is_refused_before_any_gpu_work(tmp_path):
+    r = _bench("--target", "fake", "--model", "qwen3-235b-a22b-fp8", "--layouts", "tp8",
+               "--dtype", "fp8-block", "--no-sweep", tmp=tmp_path)
+    assert r.returncode == 2
+    assert "expert width of 192, not a multiple of the fp8-block scale block 128" in r.stderr
+    assert not (tmp_path / "work").exists()
