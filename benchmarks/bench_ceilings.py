@@ -41,6 +41,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
+    if args.repeats < 1:
+        p.error("--repeats must be at least 1")
     import torch
     import triton
     from triton.testing import do_bench

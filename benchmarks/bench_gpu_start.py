@@ -1,6 +1,6 @@
 """Where a tuning run's GPU worker spends its start (issue 17: in session 9's H200 traces the GPU
-worker's warm-up took 3.0-6.1 s, and the GPU idled until it ended, while the first compiled
-configs were ready after ~1.1 s).
+worker's warm-up took 3.1-6.3 s, and the GPU idled until it ended, while the first compiled
+configs were ready 1.7-3.0 s after the run's start).
 
 In a freshly spawned process (as tune/workers.py starts its workers), times each step of
 `TilefitMoETarget.warm` for a GPU worker: importing Triton, the kernel module, Triton's source
@@ -73,6 +73,8 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1))
     p.add_argument("--repeats", type=int, default=2)
     args = p.parse_args()
+    if args.repeats < 1:
+        p.error("--repeats must be at least 1")
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="tilefit-bench-cache-")
     from tilefit.tune.pools import WorkerPool
     from tilefit.tune.targets.base import TargetSpec

@@ -5,11 +5,12 @@ benchmarks/RESULTS.md session 7).
 For a few GLM-5 shapes, batch sizes and configs, in this process (no worker pool): the wall time
 of `TilefitMoETarget.probe` and of its parts, each the median of REPEATS after a warm call:
   build    the launch closures (problem, alignment, weight copies: cached after the first)
-  eager    one launch of each closure outside capture, then a device synchronize
+  eager    one launch outside capture (of the first closure, as gpu_timing does since session 9),
+           then a device synchronize
   capture  torch.cuda.graph capture of the probe's launches (it synchronizes and empties the
            caching allocator first), and the same capture with capture_begin/capture_end on a
            side stream without the emptying ("capture_raw")
-  replay   the timed replays (the probe's budget)
+  replay   the timed replays (the probe's graph budget, `probe_graph_ms`)
 and for event-timed batches the wall time of do_bench on the probe's budget.
 
 Usage: PYTHONPATH=src python3 benchmarks/bench_probe_cost.py [--out FILE.jsonl]
@@ -82,14 +83,15 @@ def case(target: Any, layout: str, gemm: str, batch: int, cfg: tuple[int, ...]) 
     def add(name: str, ms: float) -> None:
         parts.setdefault(name, []).append(ms)
 
-    budget = target.probe_warmup_ms + target.probe_rep_ms
+    from tilefit.tune.targets.tilefit_moe import PROBE_MIN_REPLAYS
+
     for _ in range(REPEATS):
         add("probe", _ms(lambda: target.probe(config, shape, batch))[0])
         if target.timing(shape, batch) == "cuda-graph":
             ms, launches = _ms(lambda: [target._launch(config, shape, batch, w)
                                         for w in target.rotated_weights(shape)])
             add("build", ms)
-            add("eager", _ms(lambda: [f() for f in launches])[0])
+            add("eager", _ms(lambda: launches[0]())[0])
             count = max(1, -(-target.probe_launches // len(launches)))
 
             def capture() -> Any:
@@ -103,7 +105,8 @@ def case(target: Any, layout: str, gemm: str, batch: int, cfg: tuple[int, ...]) 
             add("capture", ms)
             ms, raw = _ms(lambda: _capture_raw(launches, count))
             add("capture_raw", ms)
-            add("replay", _ms(lambda: gpu_timing.replay_us(launches, budget, 3,
+            add("replay", _ms(lambda: gpu_timing.replay_us(launches, target.probe_graph_ms,
+                                                           PROBE_MIN_REPLAYS,
                                                            target.probe_launches))[0])
             del graph, raw
         else:

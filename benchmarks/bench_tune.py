@@ -194,6 +194,7 @@ def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None,
         "fast_compiles": _compiles(work / "fast" / JOURNAL_NAME),
         "model_bugs": [b.as_dict() for b in fast.model_bugs + (sweep.model_bugs if sweep else [])],
         "worker_restarts": fast.worker_restarts + (sweep.worker_restarts if sweep else 0),
+        "gpu_own_compiles": fast.gpu_own_compiles,
         "checked": list(args.checked) if sweep else [], "rows": rows,
         "timing": "finalists re-timed in quiet, median of the rounds; batches <= "
                   f"{args.graph_max_batch}: CUDA-graph replays over weight copies touching 4x the "
@@ -261,7 +262,8 @@ def main() -> None:
     p.add_argument("--model", default="glm-5",
                    help="catalog model whose per-GPU expert GEMMs to tune (default: %(default)s)")
     p.add_argument("--layouts", default="ep8,tp8")
-    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp8-block"))
+    p.add_argument("--dtype", default=None, choices=("bf16", "fp8-block"),
+                   help="default: what the model's weights are tuned as (tilefit tune's rule)")
     p.add_argument("--target", default="tilefit", choices=("tilefit", "fake"))
     p.add_argument("--grid", default="full", help="fake target only: full or distinct")
     p.add_argument("--gpu", default="h200", help="catalog GPU key (perf model, SMEM limits)")
@@ -316,6 +318,16 @@ def main() -> None:
     p.add_argument("--rebuild", metavar="WORK", help="write the result file of a finished run from "
                    "its --work folder (with --layouts, --dtype, --against, --tag); no GPU")
     args = p.parse_args()
+    if args.dtype is None:
+        from tilefit.models import load_model
+        from tilefit.tune.targets.base import tune_dtype
+
+        try:
+            args.dtype = tune_dtype(None, load_model(args.model).weights.name, args.model)
+        except Exception as e:  # noqa: BLE001 - an unknown model, weights with no kernel here
+            p.error(f"--model {args.model}: {e}")
+        if args.dtype not in ("bf16", "fp8-block"):
+            p.error(f"--model {args.model} is tuned as {args.dtype}; give --dtype bf16 or fp8-block")
     if args.rebuild:
         if not args.against:
             p.error("--rebuild needs --against DIR: the recorded sweeps the run's check was "

@@ -37,13 +37,20 @@ def test_another_model_is_tuned_on_its_own_shapes(tmp_path):
     r = _bench("--target", "fake", "--model", "deepseek-v3", "--layouts", "ep8", "--no-sweep",
                "--batches", "1,64", "--compile-workers", "2", "--tag", "t", tmp=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    d = json.loads((tmp_path / "out" / "tune_deepseek-v3_ep8_bf16_t.json").read_text())
-    assert d["model"] == "deepseek-v3"
+    # No --dtype: DeepSeek-V3's weights are 128x128 block-scaled fp8, tuned as such.
+    d = json.loads((tmp_path / "out" / "tune_deepseek-v3_ep8_fp8-block_t.json").read_text())
+    assert d["model"] == "deepseek-v3" and d["dtype"] == "fp8-block"
     # DeepSeek-V3: 256 experts of width 2048, hidden 7168, top-8; EP8 keeps 32 whole experts.
     assert (d["shape"]["experts"], d["shape"]["hidden"], d["shape"]["width"],
             d["shape"]["total_experts"]) == (32, 7168, 2048, 256)
     assert sorted({row["batch"] for row in d["rows"]}) == [1, 64]
-    assert "## deepseek-v3 EP8 bf16" in r.stdout
+    assert "## deepseek-v3 EP8 fp8-block" in r.stdout
+
+
+def test_a_model_without_a_kernel_for_its_weights_needs_a_dtype(tmp_path):
+    r = _bench("--target", "fake", "--model", "glm-5-nvfp4", "--layouts", "ep8", "--no-sweep",
+               tmp=tmp_path)
+    assert r.returncode == 2 and "--model glm-5-nvfp4" in r.stderr and "nvfp4" in r.stderr
 
 
 def test_a_layout_the_weights_cannot_take_is_refused_before_any_gpu_work(tmp_path):

@@ -33,17 +33,41 @@ def _problem(gemm: str, experts_here: int = 4, total: int = 8, topk: int = 2, to
 
 
 @pytest.mark.parametrize("gemm", ["gemm1", "gemm2"])
-def test_right_output_passes_and_one_wrong_row_is_found(gemm):
+def test_right_output_passes_and_a_wrong_row_in_any_experts_slice_is_found(gemm):
     from tilefit.tune.targets.reference import compare_rows
 
     p, shape = _problem(gemm)
     assert compare_rows(p, shape) is None
-    # Every sampled row counts (fewer assignments than CHECK_ROWS: all are sampled), whichever
-    # expert's slice it falls in: the last valid one here.
-    last = int(torch.nonzero(p["ids_cpu"].reshape(-1) >= 0).reshape(-1)[-1])
-    p["c"][last] += 1.0
-    found = compare_rows(p, shape)
-    assert found is not None and found.startswith("max error")
+    ids = p["ids_cpu"].reshape(-1)
+    # Fewer assignments than CHECK_ROWS: all are sampled. The first row of each expert in turn,
+    # so the running maximum must hold an error found before the last expert's slice.
+    for e in range(4):
+        row = int(torch.nonzero(ids == e).reshape(-1)[0])
+        wrong = {k: (v.clone() if k == "c" else v) for k, v in p.items()}
+        wrong["c"][row] += 1.0
+        found = compare_rows(wrong, shape)
+        assert found is not None and found.startswith("max error"), e
+    wrong = {k: (v.clone() if k == "c" else v) for k, v in p.items()}
+    wrong["c"][int(torch.nonzero(ids >= 0).reshape(-1)[0])] = float("nan")
+    assert compare_rows(wrong, shape) is not None  # a NaN fails the check
+
+
+def test_the_sample_is_spread_from_the_first_assignment():
+    """Over CHECK_ROWS assignments: every (n // CHECK_ROWS)-th from the first valid one is
+    compared, so a wrong first row is found and a wrong row between two samples is not."""
+    from tilefit.tune.targets.reference import CHECK_ROWS, compare_rows
+
+    p, shape = _problem("gemm2", tokens=600)
+    valid = torch.nonzero(p["ids_cpu"].reshape(-1) >= 0).reshape(-1)
+    assert valid.numel() > CHECK_ROWS
+    step = valid.numel() // CHECK_ROWS
+    assert step >= 2
+    first = {k: (v.clone() if k == "c" else v) for k, v in p.items()}
+    first["c"][int(valid[0])] += 1.0
+    assert compare_rows(first, shape) is not None
+    between = {k: (v.clone() if k == "c" else v) for k, v in p.items()}
+    between["c"][int(valid[1])] += 1.0
+    assert compare_rows(between, shape) is None
 
 
 def test_no_assignment_on_this_rank_has_nothing_to_compare():

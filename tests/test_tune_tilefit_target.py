@@ -137,3 +137,26 @@ def test_warm_on_a_compile_worker_touches_no_gpu(monkeypatch):
     assert "triton" in sys.modules and "tilefit.kernels.triton_moe.ops" in sys.modules
     # The first compile's hash of Triton's sources is made (and kept) ahead of it.
     assert cache.triton_key.cache_info().currsize == 1
+
+
+def test_a_probe_replays_for_the_probe_graph_budget_and_run_for_the_full_one(monkeypatch):
+    """probe: PROBE_GRAPH_MS (2 ms) over PROBE_GRAPH_LAUNCHES launches; run: GRAPH_MS over
+    GRAPH_LAUNCHES (tilefit_moe.py says why they differ)."""
+    pytest.importorskip("torch")
+    from tilefit.tune.targets import tilefit_moe
+
+    seen = []
+    monkeypatch.setattr(tilefit_moe, "replay_us",
+                        lambda launches, ms, replays, count: seen.append((ms, replays, count)) or 1.0)
+    t = tilefit_moe.TilefitMoETarget(gpu="h200", device="cpu")
+    monkeypatch.setattr(t, "rotated_weights", lambda shape: [None, None])
+    monkeypatch.setattr(t, "_launch", lambda config, shape, batch, w=None: (lambda: None))
+    shape = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+    config = MoEConfig(16, 64, 128, 1, 4, 3)
+    assert t.timing(shape, 1) == tilefit_moe.GRAPH
+    t.probe(config, shape, 1)
+    t.run(config, shape, 1)
+    assert seen == [(tilefit_moe.PROBE_GRAPH_MS, tilefit_moe.PROBE_MIN_REPLAYS,
+                     tilefit_moe.PROBE_GRAPH_LAUNCHES),
+                    (tilefit_moe.GRAPH_MS, tilefit_moe.MIN_REPLAYS, tilefit_moe.GRAPH_LAUNCHES)]
+    assert tilefit_moe.PROBE_GRAPH_MS == 2 < tilefit_moe.PROBE_WARMUP_MS + tilefit_moe.PROBE_REP_MS

@@ -253,7 +253,7 @@ def render(report: Any) -> str:
     if report.ceilings is not None:
         lines.append(report.ceilings.line())
         over = sum(1 for r in report.rows if (r.pct_of_floor or 0.0) > 100.0)
-        if over:  # H200, session 9: GLM-5 weights streamed at 4.55 TB/s against a 4.24 TB/s copy
+        if over:  # H200, session 9: GLM-5 weights streamed at 4.55 TB/s against a 4.22 TB/s copy
             lines.append(f"{over} row{'s' if over > 1 else ''} above 100% of the measured floor: "
                          f"the kernel read memory faster than the measured copy (which reads and "
                          f"writes); the catalog floor is the hard bound")

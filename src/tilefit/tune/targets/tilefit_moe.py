@@ -43,8 +43,9 @@ PROBE_WARMUP_MS, PROBE_REP_MS = 1, 5
 # ... and a probe's graph replays' budget (ms): at batch 1-32 a probe's graph of 8 launches replays
 # in 0.1-1.8 ms, so 6 ms (do_bench's budget) meant 4-45 replays. On the H200 (session 9, three
 # runs of GLM-5 EP8/TP8 bf16 at 2 ms) the probes ranked as before (the finalists' probe over
-# their re-timed medians spread 0.4-0.6% a search, 0.5-0.7% at 6 ms), every checked pick stayed
-# within 1% of the sweep's best, and a run's probes took 2.1-5.5 s less GPU time.
+# their re-timed medians spread 0.4-0.6% a search, 0.5-0.7% at 6 ms) and every checked pick stayed
+# within 1% of the sweep's best; on one machine, with gpu_timing's single eager launch, a run's
+# probes took 2.7-3.8 s less GPU time (benchmarks/RESULTS.md, session 9).
 PROBE_GRAPH_MS = 2
 MIN_REPLAYS, PROBE_MIN_REPLAYS = 4, 3  # graph replays timed at least (the first is left out)
 # The CUDA-graph batch limit when no engine setting is given: batches up to it are graph-timed.
@@ -52,7 +53,7 @@ GRAPH_MAX_BATCH = 256
 GRAPH_LAUNCHES = 24  # launches captured in one graph (at least; a multiple of the weight copies)
 # ... in a probe's graph: a replay's fixed cost is the same for every config, so fewer launches
 # rank configs alike, and at batch 32-256 (100-300 us a launch) 24 launches made each of a probe's
-# at-least-4 replays 2.4-7 ms, three to five times the probe's 6 ms budget.
+# at-least-4 replays 2.4-7 ms, three to five times the probe's budget (6 ms then, session 7).
 PROBE_GRAPH_LAUNCHES = 8
 L2_MULTIPLE = 4  # the rotated weight copies touch this many times the L2 size per graph pass
 # Batch sizes whose routing and activations a GPU worker keeps: the searches side by side
