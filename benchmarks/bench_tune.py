@@ -354,6 +354,10 @@ def main() -> None:
             layer_shape(layout, args.dtype, args.model)
         except Exception as e:  # noqa: BLE001 - UsageError, ValueError, an unknown model
             p.error(f"--model {args.model} --layouts {layout}: {e}")
+        sweep = sweep_journal(args.against, args.model, layout, args.dtype) if args.against else None
+        if sweep is not None and not sweep.is_file():  # found out after the fast run otherwise
+            p.error(f"--against {args.against}: no recorded sweep {sweep.name} for {args.model} "
+                    f"{layout} {args.dtype} (leave out --against to sweep in this run)")
     fast = {}
     paths = []
     for layout in layouts:

@@ -59,3 +59,11 @@ def test_a_layout_the_weights_cannot_take_is_refused_before_any_gpu_work(tmp_pat
     assert r.returncode == 2
     assert "expert width of 192, not a multiple of the fp8-block scale block 128" in r.stderr
     assert not (tmp_path / "work").exists()
+
+
+def test_against_without_the_models_recorded_sweep_is_refused_before_any_run(tmp_path):
+    r = _bench("--target", "fake", "--model", "deepseek-v3", "--layouts", "ep8", "--against",
+               str(ROOT / "benchmarks" / "results" / "tune_v3_journals"), tmp=tmp_path)
+    assert r.returncode == 2
+    assert "no recorded sweep deepseek-v3_ep8_fp8_exhaustive.jsonl.gz" in r.stderr
+    assert not (tmp_path / "work").exists()
