@@ -223,3 +223,16 @@ def test_plan_never_crashes_and_more_memory_never_means_fewer_tokens(model, gpu,
     assert a.verdict in ("GO", "GO-WITH-WARNINGS", "NO-GO")
     assert (a.verdict == "NO-GO") == bool(a.problems)
     assert a.weight_bytes == sum(as_dict(a)["weights_bytes"].values())
+
+
+@pytest.mark.parametrize("version, tp, expected", [
+    (None, 1, (4096, 48)), ("0.5.23", 4, (4096, 160)), ("0.5.20", 1, (4096, 48)),
+    ("0.5.19", 1, (2048, 24)), ("0.5.10", 4, (2048, 80))])
+def test_sglang_defaults_for_a_32_gb_gpu_follow_the_release(version, tp, expected):
+    """RTX 5090 (32 GB: sglang's 20-35 GiB bracket): 0.5.20 raised the prefill chunk to 4k and the
+    decode graphs to batch 48 (tp < 4) or 160; through 0.5.19, 2k and 24 or 80 (memory_hook.py,
+    server_args.py of those wheels). Without a version the rules follow 0.5.23."""
+    req = MemoryRequest(load_architecture("qwen3-30b-a3b"), get_gpu("rtx-5090"), "sglang",
+                        Parallel(tp=tp), Settings(), version)
+    s = rules_for("sglang").defaults(req)
+    assert (s.chunked_prefill, s.cuda_graph_max_bs) == expected

@@ -20,7 +20,9 @@
   models default to an fp8 KV cache on SM100+ and page size 64; max_running_requests defaults
   to min(max(tokens / context_len * 512, 2048), 4096), capped by the pool. 0.5.23
   (arg_groups/memory_hook.py) keeps that reserve, adds 2 GB for DeepEP's buffers and caps the
-  decode graph batch at --max-running-requests; its prefill-graph reserve is not modelled.
+  decode graph batch at --max-running-requests; its prefill-graph reserve is not modelled. The
+  prefill chunk and decode graph batch follow GPU memory; 0.5.20 raised them for 20-35 GiB GPUs
+  (A10, RTX 4090, RTX 5090) from 2k and 24/80 to 4k and 48/160 (MID_GPU_RAISED).
 Without --engine-version the rules follow 0.5.23 where the two differ.
 """
 
@@ -36,17 +38,25 @@ from tilefit.models.architecture import Architecture
 MIB = 2**20
 VERSIONS = "0.5.9, 0.5.23"
 OLD_DSA_SIZING = (0, 5, 9)  # last version read that sized the DSA fp8 pool at 576 B per layer
+# First version whose defaults give 20-35 GiB GPUs (A10, RTX 4090, RTX 5090) a 4k prefill chunk and
+# decode graphs up to batch 48 (tp < 4) or 160: arg_groups/memory_hook.py in the 0.5.20-0.5.23
+# wheels; 0.5.10-0.5.19 (server_args.py, then memory_hook.py) gave 2k and 24 or 80. The other
+# brackets read the same in 0.5.10, 0.5.19, 0.5.20 and 0.5.23.
+MID_GPU_RAISED = (0, 5, 20)
 
 
 def _gpu_mem_mib(req: MemoryRequest) -> float:
     return req.gpu.memory_bytes / MIB  # nvidia-smi memory.total, as server_args reads it
 
 
-def _graph_max_bs(gpu_mib: float, tp: int) -> tuple[int, int]:
-    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory, as _handle_gpu_memory_settings."""
+def _graph_max_bs(gpu_mib: float, tp: int, version: str | None = None) -> tuple[int, int]:
+    """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory, as _handle_gpu_memory_settings
+    (`version`: the sglang release; None follows 0.5.23)."""
     if gpu_mib < 20 * 1024:
         return 2048, 8
     if gpu_mib < 35 * 1024:
+        if (version_tuple(version) or (0, 5, 23)) >= MID_GPU_RAISED:
+            return 4096, 48 if tp < 4 else 160
         return 2048, 24 if tp < 4 else 80
     if gpu_mib < 60 * 1024:
         return 4096, 32 if tp < 4 else 160
@@ -103,7 +113,7 @@ class SglangMemory:
     def defaults(self, req: MemoryRequest) -> Settings:
         s, arch = req.settings, req.arch
         gpu_mib = _gpu_mem_mib(req)
-        chunk, graph_bs = _graph_max_bs(gpu_mib, req.parallel.tp)
+        chunk, graph_bs = _graph_max_bs(gpu_mib, req.parallel.tp, req.version)
         chunk = s.chunked_prefill or chunk
         newer = (version_tuple(req.version) or (0, 5, 23)) >= (0, 5, 23)
         if newer and not s.cuda_graph_max_bs and s.max_running_requests:
