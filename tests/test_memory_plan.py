@@ -236,3 +236,14 @@ def test_sglang_defaults_for_a_32_gb_gpu_follow_the_release(version, tp, expecte
                         Parallel(tp=tp), Settings(), version)
     s = rules_for("sglang").defaults(req)
     assert (s.chunked_prefill, s.cuda_graph_max_bs) == expected
+
+
+@pytest.mark.parametrize("gpu, version, seqs, expected", [
+    ("b200", None, None, 1024), ("b200", "0.28.0", None, 1024), ("b200", "0.27.1", None, 512),
+    ("h100", None, None, 512), ("h100", None, 64, 128), ("b200", None, 300, 600)])
+def test_vllm_captures_cuda_graphs_to_the_releases_default(gpu, version, seqs, expected):
+    """min(2 x max_num_seqs, 512, max_num_batched_tokens), 1024 instead of 512 on compute
+    capability 10.x from 0.28.0 (config/vllm.py of the 0.11.1-0.33.0 wheels)."""
+    req = MemoryRequest(load_architecture("qwen3-30b-a3b"), get_gpu(gpu), "vllm", Parallel(tp=1),
+                        Settings(max_running_requests=seqs), version)
+    assert rules_for("vllm").defaults(req).cuda_graph_max_bs == expected

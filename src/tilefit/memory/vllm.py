@@ -14,6 +14,8 @@
   captured after sizing, outside gpu_memory_utilization. Without --engine-version: as 0.33.0.
 - Defaults (engine/arg_utils.py): gpu_memory_utilization 0.9; max_num_batched_tokens 8192 and
   max_num_seqs 1024 for the API server on GPUs of 70 GiB or more (not A100), else 2048 / 256.
+  CUDA graphs (config/vllm.py, read in 0.11.1-0.33.0): captured up to min(2 x max_num_seqs, 512,
+  max_num_batched_tokens); from 0.28.0 the 512 is 1024 on compute capability 10.x (B200, B300).
 - mxfp4 experts (quantization/mxfp4.py): the Marlin path (SM < 90) rounds the per-rank width up
   to 128 and the hidden size to 256; the SM100 FlashInfer paths to 256/256; SM90 FlashInfer to
   128/128; the Triton path rounds the width to 64.
@@ -25,6 +27,8 @@ from tilefit.hw.catalog import GPU
 from tilefit.memory.base import (GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings,
                                  version_tuple)
 from tilefit.memory.kv import gqa_bytes, indexer_bytes_per_token, mla_latent_bytes, normalize_kv_dtype
+
+GRAPHS_TO_1024 = (0, 28, 0)  # first release whose CUDA graphs go to 1024 on compute capability 10.x
 from tilefit.memory.startup import (absorbed_mla_copies, activations, cuda_context, cuda_graphs, dist_init,
                                     moe_workspace, usable_total)
 from tilefit.memory.weights import mlp_bytes, routed_bytes
@@ -76,11 +80,16 @@ class VllmMemory:
     def defaults(self, req: MemoryRequest) -> Settings:
         s = req.settings
         big = req.gpu.memory_bytes >= 70 * GIB and "a100" not in req.gpu.key
+        seqs = s.max_running_requests or (1024 if big else 256)
+        chunk = s.chunked_prefill or (8192 if big else 2048)
+        newer = (version_tuple(req.version) or (0, 33, 0)) >= GRAPHS_TO_1024
+        top = 1024 if newer and req.gpu.arch.cc[0] == 10 else 512
         return Settings(mem_fraction=s.mem_fraction or 0.9, context_length=s.context_length,
-                        max_running_requests=s.max_running_requests or (1024 if big else 256),
+                        max_running_requests=seqs,
                         kv_dtype=normalize_kv_dtype(s.kv_dtype, req.arch.moe.weights.name),
-                        chunked_prefill=s.chunked_prefill or (8192 if big else 2048),
-                        cuda_graph_max_bs=s.cuda_graph_max_bs or 512, page_size=s.page_size,
+                        chunked_prefill=chunk,
+                        cuda_graph_max_bs=s.cuda_graph_max_bs or min(2 * seqs, top, chunk),
+                        page_size=s.page_size,
                         moe_backend=s.moe_backend or self.mxfp4_backend(req.gpu.arch.cc))
 
     @staticmethod
