@@ -56,6 +56,13 @@ class Settings:
     moe_backend: str | None = None  # the MoE kernel path where it changes weight layout (vLLM mxfp4: marlin)
 
 
+def since(version: str | None, boundary: tuple[int, ...]) -> bool:
+    """Whether engine `version` is `boundary` or later; no (or an unparsable) version counts as
+    the newest wheel read, which is later than every boundary."""
+    v = version_tuple(version)
+    return v is None or v >= boundary
+
+
 def version_tuple(version: str | None) -> tuple[int, ...] | None:
     """'0.5.9' -> (0, 5, 9); None or unparsable (or a part over 99,999) -> None (the rules then
     follow the newest wheel read). Parsed by `tilefit.versions`, so digits are bounded."""

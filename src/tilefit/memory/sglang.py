@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from tilefit.hw.catalog import GPU
 from tilefit.memory.base import (GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings,
-                                 version_tuple)
+                                 since, version_tuple)
 from tilefit.memory.kv import gqa_bytes, indexer_bytes_per_token, mla_latent_bytes, normalize_kv_dtype
 from tilefit.memory.startup import absorbed_mla_copies, cuda_context, dist_init, runtime_needs, usable_total
 from tilefit.models.architecture import Architecture
@@ -55,7 +55,7 @@ def _graph_max_bs(gpu_mib: float, tp: int, version: str | None = None) -> tuple[
     if gpu_mib < 20 * 1024:
         return 2048, 8
     if gpu_mib < 35 * 1024:
-        if (version_tuple(version) or (0, 5, 23)) >= MID_GPU_RAISED:
+        if since(version, MID_GPU_RAISED):
             return 4096, 48 if tp < 4 else 160
         return 2048, 24 if tp < 4 else 80
     if gpu_mib < 60 * 1024:
@@ -115,7 +115,7 @@ class SglangMemory:
         gpu_mib = _gpu_mem_mib(req)
         chunk, graph_bs = _graph_max_bs(gpu_mib, req.parallel.tp, req.version)
         chunk = s.chunked_prefill or chunk
-        newer = (version_tuple(req.version) or (0, 5, 23)) >= (0, 5, 23)
+        newer = since(req.version, (0, 5, 23))
         if newer and not s.cuda_graph_max_bs and s.max_running_requests:
             graph_bs = min(graph_bs, s.max_running_requests)  # memory_hook.py (0.5.23)
         graph_bs = s.cuda_graph_max_bs or graph_bs

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from tilefit.hw.catalog import GPU
 from tilefit.memory.base import (GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings,
-                                 version_tuple)
+                                 since)
 from tilefit.memory.kv import gqa_bytes, indexer_bytes_per_token, mla_latent_bytes, normalize_kv_dtype
 
 GRAPHS_TO_1024 = (0, 28, 0)  # first release whose CUDA graphs go to 1024 on compute capability 10.x
@@ -82,8 +82,7 @@ class VllmMemory:
         big = req.gpu.memory_bytes >= 70 * GIB and "a100" not in req.gpu.key
         seqs = s.max_running_requests or (1024 if big else 256)
         chunk = s.chunked_prefill or (8192 if big else 2048)
-        newer = (version_tuple(req.version) or (0, 33, 0)) >= GRAPHS_TO_1024
-        top = 1024 if newer and req.gpu.arch.cc[0] == 10 else 512
+        top = 1024 if since(req.version, GRAPHS_TO_1024) and req.gpu.arch.cc[0] == 10 else 512
         return Settings(mem_fraction=s.mem_fraction or 0.9, context_length=s.context_length,
                         max_running_requests=seqs,
                         kv_dtype=normalize_kv_dtype(s.kv_dtype, req.arch.moe.weights.name),
@@ -155,7 +154,7 @@ class VllmMemory:
         reserve = usable_total(req.gpu)
         total = req.gpu.memory_bytes - reserve.bytes  # torch.cuda.mem_get_info's total
         graphs = cuda_graphs(req.arch, settings.cuda_graph_max_bs or 512)
-        graphs_in_pool = (version_tuple(req.version) or GRAPHS_IN_POOL) >= GRAPHS_IN_POOL
+        graphs_in_pool = since(req.version, GRAPHS_IN_POOL)
         startup = (acts, moe, sampler, nccl) + ((graphs,) if graphs_in_pool else ())
         requested = int(total * util)
         kv_bytes = requested - weights - sum(f.bytes for f in startup)
