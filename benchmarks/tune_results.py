@@ -14,28 +14,17 @@ from typing import Any
 MODEL = "glm-5"  # the model every result before session 10 tuned (its files carry no "model")
 
 
-def parse_layout(text: str) -> Any:
-    """"tp8" -> Layout(tp=8), "ep8" -> Layout(ep=8); a ValueError otherwise."""
-    from tilefit.layout import Layout
-
-    kind, size = text[:2].lower(), text[2:]
-    if kind not in ("tp", "ep") or not size.isdigit() or int(size) < 1:
-        raise ValueError(f"layout {text!r}: give tpN or epN, e.g. ep8")
-    return Layout(tp=int(size)) if kind == "tp" else Layout(ep=int(size))
-
-
 def layer_shape(layout: str, dtype: str, model: str = MODEL) -> Any:
     """One GPU's expert GEMMs of `model` under `layout` ("ep8", "tp8", ...), from the planner
     (which refuses a layout the model's weights cannot take, e.g. a slice of an fp8 scale block)."""
-    from tilefit.layout import plan_layer
+    from tilefit.compare.layouts import parse_layout
+    from tilefit.layout import Layout, plan_layer
     from tilefit.models import load_model
     from tilefit.tune.targets.base import TuneShape
 
     m = load_model(model)
-    plan = plan_layer(m, parse_layout(layout))
-    gemm2 = next(g for g in plan.gemms if g.name == "gemm2")
-    return TuneShape("gemm1", plan.local_experts, m.hidden_size, gemm2.k, m.top_k, dtype,
-                     m.num_experts)
+    tp, ep = parse_layout(layout)
+    return TuneShape.of_layer(m, plan_layer(m, Layout(tp=tp, ep=ep)), dtype)
 
 
 def result_stem(model: str, layout: str, dtype: str, tag: str) -> str:

@@ -157,8 +157,7 @@ def build_request(args: argparse.Namespace) -> Any:
     if target in ENGINE_TARGETS and dtype == "fp8-block" and not args.dtype:
         raise UsageError(f"--target {target} tunes bf16/fp16 for now; {model.name} stores fp8-block "
                          f"weights: pass --dtype bf16, or use --target tilefit for fp8-block")
-    shape = TuneShape("gemm1", plan.local_experts, model.hidden_size, model.expert_width // args.tp,
-                      model.top_k, dtype, model.num_experts)
+    shape = TuneShape.of_layer(model, plan, dtype)
     figures = None
     if target in CPU_TARGETS:
         gpu = get_gpu(args.gpu or "h200")

@@ -78,6 +78,13 @@ class TuneShape:
         """(N, K) of this job's GEMM (gemm1's for "both")."""
         return (2 * self.width, self.hidden) if self.gemm in ("gemm1", "both") else (self.hidden, self.width)
 
+    @classmethod
+    def of_layer(cls, model: Any, plan: Any, dtype: str) -> TuneShape:
+        """gemm1's shape of `model`'s MoE layer on one GPU of `plan` (layout.plan_layer), tuned
+        as `dtype`: the local experts and the per-rank width expert_width / tp."""
+        return cls("gemm1", plan.local_experts, model.hidden_size,
+                   model.expert_width // plan.layout.tp, model.top_k, dtype, model.num_experts)
+
     def with_gemm(self, gemm: str) -> TuneShape:
         return TuneShape(gemm, self.experts, self.hidden, self.width, self.topk, self.dtype,
                          self.total_experts)
