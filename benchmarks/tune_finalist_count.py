@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tune_pick_rules import choose  # benchmarks/
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SETS = ("tune_v7", "tune_v8", "tune_v9")
 RUN_FINALISTS = 4  # what those runs re-timed from each search (tune/finalists.FINALISTS)
@@ -29,11 +31,11 @@ RUN_FINALISTS = 4  # what those runs re-timed from each search (tune/finalists.F
 
 def replay(finalists: list[dict[str, Any]], top: int) -> float:
     """The would-be pick's time over the run's pick (median of per-round ratios)."""
-    n = max(len(f["rounds_us"]) for f in finalists)
-    if n == 0:  # a run without re-timing (--rounds 0): nothing to replay
+    if not any(f["rounds_us"] for f in finalists):  # a run without re-timing: nothing to replay
         return 1.0
-    alive = [f for f in finalists if len(f["rounds_us"]) == n]
-    pick = min(alive, key=lambda f: (statistics.median(f["rounds_us"]), f["config"]))
+    by_config = {f["config"]: f for f in finalists}
+    pick = by_config[choose({c: dict(enumerate(f["rounds_us"])) for c, f in by_config.items()},
+                            "median")]  # tune's own rule, as tune_pick_rules replays it
     searched = sorted((f for f in finalists if "fast" in f["sources"]),
                       key=lambda f: (f["search_us"], f["config"]))
     left_out = {f["config"] for f in searched[top:] if set(f["sources"]) == {"fast"}}
