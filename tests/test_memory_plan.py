@@ -247,3 +247,12 @@ def test_vllm_captures_cuda_graphs_to_the_releases_default(gpu, version, seqs, e
     req = MemoryRequest(load_architecture("qwen3-30b-a3b"), get_gpu(gpu), "vllm", Parallel(tp=1),
                         Settings(max_running_requests=seqs), version)
     assert rules_for("vllm").defaults(req).cuda_graph_max_bs == expected
+
+
+@pytest.mark.parametrize("given, tokens, expected", [(2048, 1024, 1024), (256, 8192, 256), (None, 300, 300)])
+def test_vllm_caps_a_given_capture_size_by_the_batched_tokens(given, tokens, expected):
+    """max_cudagraph_capture_size = min(max_num_batched_tokens, it), whether it was given or the
+    default (config/vllm.py of the 0.11.1, 0.20.0, 0.28.0 and 0.33.0 wheels)."""
+    req = MemoryRequest(load_architecture("qwen3-30b-a3b"), get_gpu("h100"), "vllm", Parallel(tp=1),
+                        Settings(cuda_graph_max_bs=given, chunked_prefill=tokens), None)
+    assert rules_for("vllm").defaults(req).cuda_graph_max_bs == expected

@@ -24,7 +24,7 @@ def fraction(text: str) -> float:
     return v
 
 
-def _engine_version(text: str) -> str:
+def engine_version(text: str) -> str:
     """Checked like every other version (bounded digits); kept as the string the rules read."""
     from tilefit.errors import UsageError
     from tilefit.versions import parse_version
@@ -45,7 +45,7 @@ def add_memory_args(p: argparse.ArgumentParser, *, engine: bool) -> None:
         g.add_argument("--engine", choices=ENGINES,
                        help="engine whose flag meanings and memory rules to apply (default: sglang's "
                             "memory rules, tilefit's TP x EP layout)")
-        g.add_argument("--engine-version", metavar="V", type=_engine_version,
+        g.add_argument("--engine-version", metavar="V", type=engine_version,
                        help="engine version whose memory rules to apply (default: the newest read)")
     g.add_argument("--mem-fraction", type=fraction, metavar="F",
                    help="sglang --mem-fraction-static / vLLM --gpu-memory-utilization")

@@ -11,10 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from tilefit.cli.args import add_json_arg, int_list, non_negative_int, positive_float, positive_int
+from tilefit.cli.launch_args import add_launch_args, launch_spec
+from tilefit.cli.memory_args import engine_version
 from tilefit.errors import UsageError
 # A module attribute, so that tests can replace it.
 from tilefit.tune.device import local_gpus as _local_gpus
 from tilefit.tune.finalists import FINALISTS, ROUNDS
+from tilefit.tune.graph_limit import DEFAULT as GRAPH_DEFAULT
 from tilefit.tune.targets.registry import (
     CPU_TARGETS, ENGINE_TARGETS, PUBLIC_TARGETS, STANDARD_BATCHES, target_factory)
 
@@ -46,10 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Tune a fused-MoE Triton kernel for a model's per-GPU GEMMs on the "
                                    "local GPU: crash-proof workers, shared-memory prefilter, a fast "
                                    "search, and the engines' config files.")
-    p.add_argument("--model", required=True, metavar="M",
-                   help="preset name (see `tilefit models`) or a config.json file/directory")
-    p.add_argument("--tp", type=positive_int, default=1, help="tensor parallelism inside each expert")
-    p.add_argument("--ep", type=positive_int, default=1, help="expert parallelism")
+    p.add_argument("--model", metavar="M",
+                   help="preset name (see `tilefit models`), a config.json file/directory or a Hugging "
+                        "Face id (default: the launch command's model)")
+    p.add_argument("--tp", type=positive_int, help="tensor parallelism inside each expert (default: 1, "
+                                                   "or the launch command's layout)")
+    p.add_argument("--ep", type=positive_int, help="expert parallelism (default: 1, or the launch "
+                                                   "command's layout)")
     p.add_argument("--target", default="tilefit", metavar="|".join(PUBLIC_TARGETS),
                    help="which kernel to tune: tilefit's own, or the one vLLM / SGLang will run "
                         "(default: %(default)s)")
@@ -84,10 +90,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "provenance goes in a sidecar file beside each (an fp8-block pick with "
                         "BLOCK_SIZE_K 256, which neither engine runs as tuned, is replaced there "
                         "by the fastest re-timed finalist the engine does run, with a warning)")
-    p.add_argument("--graph-max-batch", type=non_negative_int, default=256, metavar="B",
+    p.add_argument("--graph-max-batch", type=non_negative_int, metavar="B",
                    help="batch sizes up to B (the engine's CUDA-graph batch limit: vLLM's "
                         "max_cudagraph_capture_size, SGLang's --cuda-graph-max-bs) are timed as "
-                        "CUDA-graph replays, larger ones with CUDA events (default: %(default)s)")
+                        "CUDA-graph replays, larger ones with CUDA events (default: the launch "
+                        "command's engine on this GPU, else the largest of the --emit engines' "
+                        f"defaults, else {GRAPH_DEFAULT})")
+    p.add_argument("--engine-version", type=engine_version, metavar="V",
+                   help="the engine release whose CUDA-graph default to follow (default: the newest "
+                        "tilefit has read)")
     p.add_argument("--finalists", type=positive_int, default=FINALISTS, metavar="N",
                    help="best configs of each search re-timed in quiet, with the engine default "
                         "(default: %(default)s)")
@@ -115,6 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu", help=argparse.SUPPRESS)  # catalog GPU for fake/replay runs
     p.add_argument("--replay", metavar="FILE", help=argparse.SUPPRESS)
     add_json_arg(p)
+    add_launch_args(p, layout_flags=False)
     p.set_defaults(func=run)
 
 
@@ -136,9 +148,6 @@ def build_request(args: argparse.Namespace) -> Any:
         from tilefit.tune.targets.engines import require_engine
 
         require_engine(target, target)
-        if target == "sglang" and args.ep > 1:
-            raise UsageError("--target sglang tunes without expert parallelism for now; use --ep 1, "
-                             "or --target tilefit")
     if args.ray is not None and args.trace:  # before Ray is imported: whether or not it is there
         raise UsageError("--trace records tilefit's local worker pools; a --ray run's requests run "
                          "on the cluster's workers: leave out --trace or --ray")
@@ -150,8 +159,19 @@ def build_request(args: argparse.Namespace) -> Any:
                          f"for one per core")
     options = parse_option_text(args.strategy_option)
     make_options(get_strategy(args.strategy), options)  # reject bad options before any work
-    model = load_model(args.model)
-    plan = plan_layer(model, Layout(tp=args.tp, ep=args.ep))
+    spec = _launch(args, target)
+    model_name = args.model or (spec.model if spec is not None else None)
+    if not model_name:
+        raise UsageError("give --model (a preset, config.json or Hugging Face id) or the engine's "
+                         "launch command after `--`")
+    model = load_model(model_name)
+    layout = Layout(tp=spec.layout.tp, ep=spec.layout.ep) if spec is not None else \
+        Layout(tp=args.tp or 1, ep=args.ep or 1)
+    emit = args.emit or (() if spec is None or target != "tilefit" else (spec.engine,))
+    if target == "sglang" and layout.ep > 1:
+        raise UsageError("--target sglang tunes without expert parallelism for now; use --ep 1, "
+                         "or --target tilefit")
+    plan = plan_layer(model, layout)
     weights = model.weights.name
     dtype = tune_dtype(args.dtype, weights, model.name)
     if target in ENGINE_TARGETS and dtype == "fp8-block" and not args.dtype:
@@ -186,8 +206,10 @@ def build_request(args: argparse.Namespace) -> Any:
                                  bandwidth_gbps=args.mem_bandwidth, peak_tflops=args.peak_tflops)
         gpu = figures.gpu
     kwargs: dict[str, Any] = {"gpu": gpu.key}
+    graph = None
     if target == "tilefit":
-        kwargs["graph_max_batch"] = args.graph_max_batch
+        graph = _graph_limit(args, spec, model_name, gpu, layout, emit)
+        kwargs["graph_max_batch"] = graph.batch
     if args.emit and target not in ("tilefit", *CPU_TARGETS):
         raise UsageError(f"--emit writes engine files from a tuning of tilefit's kernel; with "
                          f"--target {target} the engine's own files are written already")
@@ -209,9 +231,43 @@ def build_request(args: argparse.Namespace) -> Any:
         compile_timeout_s=args.compile_timeout, run_timeout_s=args.run_timeout,
         exhaustive_at=tuple(args.exhaustive_at), ray=ray, figures=figures,
         finalists=args.finalists, rounds=args.rounds, interleave=args.interleave,
-        measure_ceilings=target not in CPU_TARGETS and ray is None, emit=args.emit or (),
-        provenance={"model": model.name, "layout": Layout(tp=args.tp, ep=args.ep).label()},
+        measure_ceilings=target not in CPU_TARGETS and ray is None, emit=emit,
+        provenance={"model": model.name, "layout": layout.label()}
+        | ({"graph_limit": graph.as_dict()} if graph is not None else {}),
         trace=Path(args.trace) if args.trace else None)
+
+
+def _launch(args: argparse.Namespace, target: str) -> Any:
+    """The launch command after `--` (None without one), checked against tune's own flags."""
+    spec = launch_spec(args)
+    if spec is None:
+        return None
+    if spec.engine not in ("vllm", "sglang"):
+        raise UsageError(f"tilefit tune writes vLLM's and SGLang's fused-MoE config files; a {spec.engine} "
+                         f"launch command has none to write: give --model, --tp and --ep instead")
+    if target in ENGINE_TARGETS and target != spec.engine:
+        raise UsageError(f"--target {target} but the launch command starts {spec.engine}")
+    given = [f"--{n}" for n in ("tp", "ep") if getattr(args, n) is not None]
+    if given:
+        raise UsageError(f"{' and '.join(given)} and a launch command: the command gives the layout "
+                         f"({spec.headline()}); drop {' and '.join(given)}")
+    return spec
+
+
+def _graph_limit(args: argparse.Namespace, spec: Any, model_name: str, gpu: Any, layout: Any,
+                 emit: tuple[str, ...]) -> Any:
+    """Up to which batch tilefit's kernel is timed as graph replays (tune/graph_limit.py)."""
+    from tilefit.models.architecture import load_architecture
+    from tilefit.tune import graph_limit
+
+    if args.graph_max_batch is not None:
+        return graph_limit.explicit(args.graph_max_batch)
+    if spec is None and not emit:
+        return graph_limit.default()
+    arch = load_architecture(model_name)
+    if spec is not None:
+        return graph_limit.from_launch(spec, arch, gpu, args.engine_version)
+    return graph_limit.from_engines(emit, arch, gpu, layout.gpus, layout.ep, args.engine_version)
 
 
 def _ray_options(args: argparse.Namespace, target: str) -> Any:
@@ -230,7 +286,8 @@ def _ray_options(args: argparse.Namespace, target: str) -> Any:
     return RayOptions(args.ray, compile_tasks=args.compile_workers)
 
 
-def render(report: Any) -> str:
+def render(report: Any, graph: Any = None) -> str:
+    """The summary; `graph` (a tune.graph_limit.GraphLimit) says up to which batch rows were graph-timed."""
     from tilefit.cli.output import table
     from tilefit.tune.results import describe
 
@@ -249,6 +306,8 @@ def render(report: Any) -> str:
     lines.append("time us: the pick's median over the finalists' quiet re-timing rounds "
                  "(timing: cuda-graph = per launch in graph replays over weights larger than L2; "
                  "events = do_bench, host launch inside)")
+    if graph is not None:
+        lines.append(graph.line())
     if report.ceilings is not None:
         lines.append(report.ceilings.line())
         over = sum(1 for r in report.rows if (r.pct_of_floor or 0.0) > 100.0)
@@ -275,7 +334,11 @@ def run(args: argparse.Namespace) -> int:
     from tilefit.cli.output import print_json
     from tilefit.tune.run import tune
 
-    req = build_request(args)
+    req, graph = build_request(args), None
+    if "graph_limit" in req.provenance:
+        from tilefit.tune.graph_limit import GraphLimit
+
+        graph = GraphLimit(**req.provenance["graph_limit"])
     if req.figures is not None:
         for line in req.figures.lines():
             print(f"tilefit: note: {line}", file=sys.stderr, flush=True)
@@ -287,9 +350,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     if args.json:
-        print_json(report.as_dict())
+        print_json(report.as_dict() | {"graph_limit": graph.as_dict() if graph else None})
     else:
-        print(render(report))
+        print(render(report, graph))
     if report.model_bugs or any(r.config is None for r in report.rows):
         return 1
     return 0

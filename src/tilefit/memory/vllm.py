@@ -16,6 +16,8 @@
   max_num_seqs 1024 for the API server on GPUs of 70 GiB or more (not A100), else 2048 / 256.
   CUDA graphs (config/vllm.py, read in 0.11.1-0.33.0): captured up to min(2 x max_num_seqs, 512,
   max_num_batched_tokens); from 0.28.0 the 512 is 1024 on compute capability 10.x (B200, B300).
+  A max_cudagraph_capture_size given is capped by max_num_batched_tokens too (0.11.1, 0.20.0,
+  0.28.0, 0.33.0).
 - mxfp4 experts (quantization/mxfp4.py): the Marlin path (SM < 90) rounds the per-rank width up
   to 128 and the hidden size to 256; the SM100 FlashInfer paths to 256/256; SM90 FlashInfer to
   128/128; the Triton path rounds the width to 64.
@@ -87,7 +89,7 @@ class VllmMemory:
                         max_running_requests=seqs,
                         kv_dtype=normalize_kv_dtype(s.kv_dtype, req.arch.moe.weights.name),
                         chunked_prefill=chunk,
-                        cuda_graph_max_bs=s.cuda_graph_max_bs or min(2 * seqs, top, chunk),
+                        cuda_graph_max_bs=min(s.cuda_graph_max_bs or min(2 * seqs, top), chunk),
                         page_size=s.page_size,
                         moe_backend=s.moe_backend or self.mxfp4_backend(req.gpu.arch.cc))
 
