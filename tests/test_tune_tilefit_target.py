@@ -160,3 +160,26 @@ def test_a_probe_replays_for_the_probe_graph_budget_and_run_for_the_full_one(mon
                      tilefit_moe.PROBE_GRAPH_LAUNCHES),
                     (tilefit_moe.GRAPH_MS, tilefit_moe.MIN_REPLAYS, tilefit_moe.GRAPH_LAUNCHES)]
     assert tilefit_moe.PROBE_GRAPH_MS == 2 < tilefit_moe.PROBE_WARMUP_MS + tilefit_moe.PROBE_REP_MS
+
+
+def test_a_rank_left_without_rows_is_routed_again_and_others_keep_their_draw():
+    """Qwen3-235B-A22B EP8 at batch 1 (16 of 128 experts local, top-8): the seeded first draw
+    routes the token to other ranks only, so the H200 timed an empty kernel (0.21 us, session 10).
+    The draw is repeated from the same generator until a row is local; a first draw with local
+    rows (GLM-5 EP8, every TP shape) stays the same."""
+    torch = pytest.importorskip("torch")
+    from tilefit.tune.targets.tilefit_moe import SEED, routing
+
+    qwen = TuneShape("gemm1", 16, 4096, 1536, 8, "fp8-block", 128)
+    g = torch.Generator(device="cpu").manual_seed(SEED)
+    first = torch.rand(1, 128, generator=g).topk(8, dim=1).indices
+    assert bool((first >= 16).all())  # the case itself: no local expert in the first draw
+    ids, weights = routing(qwen, 1, SEED)
+    assert int((ids >= 0).sum()) >= 1 and weights.shape == (1, 8)
+    assert torch.equal(ids, routing(qwen, 1, SEED)[0])  # still fixed by the seed
+    glm = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+    for batch in (1, 2, 64):
+        g = torch.Generator(device="cpu").manual_seed(SEED)
+        want = torch.rand(batch, 256, generator=g).topk(8, dim=1).indices
+        want = torch.where(want < 32, want, torch.full_like(want, -1)).to(torch.int32)
+        assert int((want >= 0).sum()) >= 1 and torch.equal(routing(glm, batch, SEED)[0], want)
