@@ -106,6 +106,7 @@ def test_cli_limit_precedence(h200, tmp_path):
     (("--ep", "8", "--", "vllm", "serve", "zai-org/GLM-5", "-tp", "8"), "drop --ep"),
     (("--", "trtllm-serve", "zai-org/GLM-5", "--tp_size", "8"), "give --model, --tp and --ep"),
     ((), "give --model"),
+    (("--", "vllm", "serve", "Qwen/Qwen3-30B-A3B", "--quantization", "fp8"), "quantizes qwen3-30b-a3b"),
     (("--target", "sglang", "--", "vllm", "serve", "zai-org/GLM-5"), "launch command starts vllm"),
 ])
 def test_cli_refuses_a_launch_command_it_cannot_follow(h200, tmp_path, argv, message, monkeypatch):
@@ -121,3 +122,11 @@ def test_architecture_of_a_hugging_face_id_not_cached_is_its_presets(monkeypatch
     assert load_architecture("zai-org/GLM-5") == load_architecture("glm-5")
     with pytest.raises(UsageError, match="not"):
         load_architecture("nobody/no-such-model")
+
+
+def test_a_quantized_checkpoint_in_the_launch_command_is_tuned_as_stored(h200, tmp_path):
+    req = _request(tmp_path, "--", "vllm", "serve", "zai-org/GLM-5-FP8", "-tp", "8", "--quantization", "fp8")
+    assert req.shapes[0].dtype == "fp8-block" and req.emit == ("vllm",)
+    forced = _request(tmp_path, "--dtype", "bf16", "--", "vllm", "serve", "Qwen/Qwen3-30B-A3B",
+                      "--quantization", "fp8")
+    assert forced.shapes[0].dtype == "bf16"

@@ -177,6 +177,7 @@ def build_request(args: argparse.Namespace) -> Any:
     if target in ENGINE_TARGETS and dtype == "fp8-block" and not args.dtype:
         raise UsageError(f"--target {target} tunes bf16/fp16 for now; {model.name} stores fp8-block "
                          f"weights: pass --dtype bf16, or use --target tilefit for fp8-block")
+    _check_quantization(spec, weights, model.name, args.dtype)
     shape = TuneShape.of_layer(model, plan, dtype)
     figures = None
     if target in CPU_TARGETS:
@@ -252,6 +253,19 @@ def _launch(args: argparse.Namespace, target: str) -> Any:
         raise UsageError(f"{' and '.join(given)} and a launch command: the command gives the layout "
                          f"({spec.headline()}); drop {' and '.join(given)}")
     return spec
+
+
+def _check_quantization(spec: Any, weights: str, model: str, typed: str | None) -> None:
+    """A launch command that quantizes unquantized weights at load runs another kernel variant,
+    whose config files a tuning of the stored dtype does not write: refused unless --dtype says
+    what to tune. (vLLM 0.33.0 quantization/fp8.py: --quantization fp8 on a checkpoint without
+    weight_block_size quantizes per tensor, and the fused-MoE tuner's files are dtype=fp8_w8a8.)"""
+    q = spec.settings.quantization if spec is not None else None
+    if q and weights in ("bf16", "fp16") and not typed:
+        raise UsageError(f"the launch command quantizes {model}'s {weights} weights at load "
+                         f"(--quantization {q}): the engine then runs its quantized MoE kernel and "
+                         f"reads other config files than the {weights} ones tune would write; give "
+                         f"the quantized checkpoint the engine should load, or --dtype to tune anyway")
 
 
 def _graph_limit(args: argparse.Namespace, spec: Any, model_name: str, gpu: Any, layout: Any,
