@@ -106,6 +106,9 @@ def test_cli_limit_precedence(h200, tmp_path):
     (("--ep", "8", "--", "vllm", "serve", "zai-org/GLM-5", "-tp", "8"), "drop --ep"),
     (("--", "trtllm-serve", "zai-org/GLM-5", "--tp_size", "8"), "give --model, --tp and --ep"),
     ((), "give --model"),
+    # sgl-project repo script (tests/fixtures/launch/sglang-18.toml) pasted without its shell
+    (("--", "python", "-m", "sglang.launch_server", "--model-path", "${MODEL_PATH}", "--tp-size", "8"),
+     "shell variable"),
     (("--", "vllm", "serve", "Qwen/Qwen3-30B-A3B", "--quantization", "fp8"), "quantizes qwen3-30b-a3b"),
     (("--target", "sglang", "--", "vllm", "serve", "zai-org/GLM-5"), "launch command starts vllm"),
 ])

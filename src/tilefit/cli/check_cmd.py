@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from tilefit.check.types import DEFAULT_BATCHES
 from tilefit.cli.args import add_json_arg, int_list, positive_int
 from tilefit.cli.memory_args import add_memory_args, memory_settings
-from tilefit.cli.launch_args import add_launch_args, deployment, launch_lines
+from tilefit.cli.launch_args import add_launch_args, deployment, launch_lines, model_of
 from tilefit.cli.output import Block, Table, plain, print_json, show
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     environ = dict(_environ(args.env))
     environ.update(spec.environ)  # what the launch command sets wins over this shell
     report = run_check(CheckRequest(
-        model=args.model or spec.model, gpu=args.gpu, engine=spec.engine, tp=args.tp, ep=args.ep,
+        model=model_of(args, spec if spec.argv else None) or spec.model, gpu=args.gpu, engine=spec.engine, tp=args.tp, ep=args.ep,
         dp=args.dp, backend=args.backend, engine_version=args.engine_version,
         family_options=(("flashinfer", args.flashinfer),) if args.flashinfer else (),
         batches=tuple(args.batch), config_dir=args.config_dir, environ=tuple(sorted(environ.items())),

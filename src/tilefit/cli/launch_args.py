@@ -44,6 +44,18 @@ def launch_spec(args: argparse.Namespace) -> LaunchSpec | None:
     return spec
 
 
+def model_of(args: argparse.Namespace, spec: LaunchSpec | None) -> str | None:
+    """--model, else the launch command's model; a model left as a shell variable (`$MODEL`,
+    `${MODEL_PATH}`: a script pasted without its shell) is a UsageError asking for --model."""
+    given = getattr(args, "model", None)
+    if given or spec is None:
+        return given
+    if "$" in spec.model:
+        raise UsageError(f"the launch command's model is {spec.model.strip()!r}, a shell variable tilefit "
+                         f"cannot expand: pass --model (a preset, config.json or Hugging Face id)")
+    return spec.model or None
+
+
 def deployment(args: argparse.Namespace, *, model_required: bool = True) -> LaunchSpec:
     """The deployment a command describes: the launch command after `--`, else tilefit's own
     --engine/--model/--tp/--ep/--dp read with that engine's meaning."""

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from tilefit.cli.args import add_json_arg, int_list, positive_int
-from tilefit.cli.launch_args import add_launch_args, deployment, launch_lines
+from tilefit.cli.launch_args import add_launch_args, deployment, launch_lines, model_of
 from tilefit.cli.memory_args import add_memory_args
 from tilefit.cli.output import human_bytes, print_json, table
 from tilefit.layout.data import plan_data
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         model, tp, ep, dp, head = args.model, args.tp, args.ep, args.dp, []
     else:
         lay = spec.layout
-        model, tp, ep, dp = args.model or spec.model, lay.tp, lay.ep, lay.dp
+        model, tp, ep, dp = model_of(args, spec) or spec.model, lay.tp, lay.ep, lay.dp
         head = launch_lines(spec, args.gpus) + [""]
         if args.launch:
             _settings_to_memory_args(args, spec)

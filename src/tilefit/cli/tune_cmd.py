@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tilefit.cli.args import add_json_arg, int_list, non_negative_int, positive_float, positive_int
-from tilefit.cli.launch_args import add_launch_args, launch_spec
+from tilefit.cli.launch_args import add_launch_args, launch_spec, model_of
 from tilefit.cli.memory_args import engine_version
 from tilefit.errors import UsageError
 # A module attribute, so that tests can replace it.
@@ -160,7 +160,7 @@ def build_request(args: argparse.Namespace) -> Any:
     options = parse_option_text(args.strategy_option)
     make_options(get_strategy(args.strategy), options)  # reject bad options before any work
     spec = _launch(args, target)
-    model_name = args.model or (spec.model if spec is not None else None)
+    model_name = model_of(args, spec)
     if not model_name:
         raise UsageError("give --model (a preset, config.json or Hugging Face id) or the engine's "
                          "launch command after `--`")
