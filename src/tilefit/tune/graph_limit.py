@@ -10,11 +10,17 @@ Where the limit comes from, first match wins:
   the largest of --cuda-graph-bs as the decode max_bs: arg_groups/memory_hook.py, 0.5.23); else
   the engine's default for the command's settings on this GPU;
 - the engines of `--emit`, each at its defaults for tilefit's --tp/--ep on this GPU: the largest;
-- else `DEFAULT` (the engines' tuners' middle ground, no engine named).
+- else `DEFAULT` (no engine named).
 
 Engine defaults are the memory plan's (`memory.plan.rules_for(engine).defaults`): vLLM
 min(2 x max_num_seqs, 512 (1024 on cc 10.x from 0.28.0), max_num_batched_tokens); sglang by GPU
 memory and --tp (e.g. 512 on 90-160 GiB GPUs at tp >= 4). Each module names the wheels read.
+
+Not followed yet: sglang's prefill graphs. From 0.5.15 sglang captures prefill in breakable CUDA
+graphs by default on CUDA (model_executor/cuda_graph_config.py), up to chunked_prefill_size tokens
+(MLA models at most 8192: arg_groups/memory_hook.py, 0.5.23) unless the setup is incompatible
+(arg_groups/cuda_graph_hook.py); under it larger batches run as replays too. The limit here is the
+decode graphs'.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ if TYPE_CHECKING:  # the CLI imports DEFAULT at start-up: the rest loads when a 
     from tilefit.memory.base import Parallel, Settings
     from tilefit.models.architecture import Architecture
 
-DEFAULT = 256  # no engine named: the middle of the engines' defaults (sglang 256-512, vLLM 512)
+DEFAULT = 256  # no engine named: issue 17's default (sglang's on 60-160 GiB GPUs below tp 4)
 
 
 @dataclass(frozen=True, slots=True)
