@@ -3,9 +3,11 @@
 column block's scales before it is added), (2) fp8 with the scales left out (the dot accumulates
 in place, the same bytes are read), and (3) bf16. If (2) runs near the memory/compute bound and
 (1) does not, the per-group scaling, not the loads, is what holds fp8-block back
-(benchmarks/tune_padding.py: fp8-block at batch 4096 ran at 43-49% of its padded bound).
+(benchmarks/tune_padding.py: fp8-block at batch 4096 ran at 43-49% of its padded bound). Tiles
+with BLOCK_SIZE_K 128 and BLOCK_SIZE_N dividing 128 also run kernel_variants.moe_fp8_rowscale (one
+scale per row and K step, and the same applied one step late), checked against (1)'s output.
 
-GPU only. `python benchmarks/bench_fp8_scale_cost.py --out results.jsonl` (GLM-5, EP8 and TP8,
+GPU only. `PYTHONPATH=src:benchmarks python benchmarks/bench_fp8_scale_cost.py --out results.jsonl` (GLM-5, EP8 and TP8,
 both GEMMs, batches 1024 and 4096; do_bench medians, L2 cleared, the target's own inputs).
 """
 
@@ -31,10 +33,38 @@ def config(label: str):
     return MoEConfig(m, n, k, 1, int(w[1:]), int(s[1:]))
 
 
+def rowscale(cfg, shape, prob, align, scaled, do_bench) -> dict:
+    """kernel_variants.moe_fp8_rowscale on the same problem (one scale per row and K step; with
+    `late`, applied one step late): its time, and its largest difference from the product kernel's
+    output on the rows both write, relative to that output's largest magnitude."""
+    import torch
+
+    from kernel_variants import launch_rowscale
+
+    g1 = shape.gemm == "gemm1"
+    p = {"a": prob["a"], "b": prob["b"], "c": prob["c"], "a_s": prob["a_scale"], "b_s": prob["b_scale"],
+         "n": shape.nk[0], "k": shape.nk[1], "arpt": shape.topk if g1 else 1}
+    tw = None if g1 else prob["topk_weights"]
+    rows = align.sorted_ids[align.sorted_ids < align.num_valid].long()
+    scaled()
+    want = prob["c"][rows].float()
+    out = {}
+    for late in (False, True):
+        name = "fp8_rowscale_late" if late else "fp8_rowscale"
+        launch_rowscale(p, cfg, align, tw, late)
+        got = prob["c"][rows].float()
+        out[name + "_err"] = float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
+        out[name + "_us"] = do_bench(lambda: launch_rowscale(p, cfg, align, tw, late), warmup=5, rep=25) * 1e3
+    torch.cuda.synchronize()
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--layouts", default="ep8,tp8")
     p.add_argument("--batches", default="1024,4096")
+    p.add_argument("--tiles", default=",".join(TILES),
+                   help="comma-separated 'MxNxK wW sS' tiles (default: %(default)s)")
     p.add_argument("--out", required=True)
     args = p.parse_args()
     import torch
@@ -50,7 +80,7 @@ def main() -> None:
                 fp8 = layer_shape(layout, "fp8-block").with_gemm(job)
                 bf16 = layer_shape(layout, "bf16").with_gemm(job)
                 for batch in (int(b) for b in args.batches.split(",")):
-                    for label in TILES:
+                    for label in args.tiles.split(","):
                         cfg = config(label)
                         row = {"layout": layout, "job": job, "batch": batch, "tile": label}
                         try:
@@ -65,6 +95,8 @@ def main() -> None:
                                                         topk_weights=None if g1 else prob["topk_weights"])
                             row["fp8_block_us"] = do_bench(scaled, warmup=5, rep=25) * 1e3
                             row["fp8_unscaled_us"] = do_bench(unscaled, warmup=5, rep=25) * 1e3
+                            if cfg.block_k == 128 and 128 % cfg.block_n == 0:
+                                row.update(rowscale(cfg, fp8, prob, align, scaled, do_bench))
                             row["bf16_us"] = do_bench(target._launch(cfg, bf16, batch), warmup=5,
                                                       rep=25) * 1e3
                         except Exception as e:  # noqa: BLE001 - a tile that does not fit: say so
