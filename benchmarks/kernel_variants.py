@@ -6,7 +6,9 @@ kept beside the benchmark that measured them (bench_kernel_variants.py; RESULTS.
 - moe_fp8_small: fp8-block with BLOCK_SIZE_K <= GROUP_K, one dot per K step and the scale group read
   from the K offset (the product kernel loops over the 128-wide groups inside a K step instead);
 - moe_fp8_rowscale: fp8-block with one scale per row and K step where the tile's columns share a
-  weight scale, optionally applied one step late (session 10, bench_fp8_scale_cost.py).
+  weight scale, optionally applied one step late (session 10, bench_fp8_scale_cost.py). SGLang's
+  fused-MoE kernel scales this way when BLOCK_SIZE_N <= group_n (fused_moe_triton_kernels.py, read
+  in 0.5.10-0.5.23); vLLM's scales per column like the product kernel (fused_moe.py, 0.11.1-0.33.0).
 
 Not imported by tilefit: the measurements decide what moves into the product kernel.
 """
