@@ -4,8 +4,8 @@ column block's scales before it is added), (2) fp8 with the scales left out (the
 in place, the same bytes are read), and (3) bf16. If (2) runs near the memory/compute bound and
 (1) does not, the per-group scaling, not the loads, is what holds fp8-block back
 (benchmarks/tune_padding.py: fp8-block at batch 4096 ran at 43-49% of its padded bound). Tiles
-with BLOCK_SIZE_K 128 and BLOCK_SIZE_N dividing 128 also run kernel_variants.moe_fp8_rowscale (one
-scale per row and K step, and the same applied one step late), checked against (1)'s output.
+with BLOCK_SIZE_K 128 and BLOCK_SIZE_N dividing 128 also run kernel_variants.moe_fp8_small with its
+row scale (one scale per row and K step, and the same applied one step late), checked against (1)'s output.
 
 GPU only. `PYTHONPATH=src:benchmarks python benchmarks/bench_fp8_scale_cost.py --out results.jsonl` (GLM-5, EP8 and TP8,
 both GEMMs, batches 1024 and 4096; do_bench medians, L2 cleared, the target's own inputs).
@@ -34,12 +34,12 @@ def config(label: str):
 
 
 def rowscale(cfg, shape, prob, align, scaled, do_bench) -> dict:
-    """kernel_variants.moe_fp8_rowscale on the same problem (one scale per row and K step; with
+    """kernel_variants.moe_fp8_small with its row scale on the same problem (one scale per row and K step; with
     `late`, applied one step late): its time, and its largest difference from the product kernel's
     output on the rows both write, relative to that output's largest magnitude."""
     import torch
 
-    from kernel_variants import launch_rowscale
+    from kernel_variants import launch_small
 
     g1 = shape.gemm == "gemm1"
     p = {"a": prob["a"], "b": prob["b"], "c": prob["c"], "a_s": prob["a_scale"], "b_s": prob["b_scale"],
@@ -51,10 +51,10 @@ def rowscale(cfg, shape, prob, align, scaled, do_bench) -> dict:
     out = {}
     for late in (False, True):
         name = "fp8_rowscale_late" if late else "fp8_rowscale"
-        launch_rowscale(p, cfg, align, tw, late)
+        launch_small(p, cfg, align, tw, row_scale=True, late=late)
         got = prob["c"][rows].float()
         out[name + "_err"] = float((got - want).abs().max() / want.abs().max().clamp_min(1e-30))
-        out[name + "_us"] = do_bench(lambda: launch_rowscale(p, cfg, align, tw, late), warmup=5, rep=25) * 1e3
+        out[name + "_us"] = do_bench(lambda: launch_small(p, cfg, align, tw, row_scale=True, late=late), warmup=5, rep=25) * 1e3
     torch.cuda.synchronize()
     return out
 

@@ -4,9 +4,10 @@ kept beside the benchmark that measured them (bench_kernel_variants.py; RESULTS.
 - moe_tma_b: the weights (B) through a TMA tensor descriptor over [E*N, K] instead of pointer loads,
   optionally with Triton's warp specialisation of the K loop (tl.range(warp_specialize=True));
 - moe_fp8_small: fp8-block with BLOCK_SIZE_K <= GROUP_K, one dot per K step and the scale group read
-  from the K offset (the product kernel loops over the 128-wide groups inside a K step instead);
-- moe_fp8_rowscale: fp8-block with one scale per row and K step where the tile's columns share a
-  weight scale, optionally applied one step late (session 10, bench_fp8_scale_cost.py). SGLang's
+  from the K offset (the product kernel loops over the 128-wide groups inside a K step instead).
+  With ROW_SCALE, one scale per row and K step where the tile's columns share a weight scale,
+  optionally applied one step late (session 10, bench_fp8_scale_cost.py; measured as
+  "moe_fp8_rowscale", a kernel of its own then, the same computation). SGLang's
   fused-MoE kernel scales this way when BLOCK_SIZE_N <= group_n (fused_moe_triton_kernels.py, read
   in 0.5.10-0.5.23); vLLM's scales per column like the product kernel (fused_moe.py, 0.11.1-0.33.0).
 
@@ -103,57 +104,24 @@ def moe_fp8_small(
     A_ROWS_PER_TOKEN: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr,
     GROUP_K: tl.constexpr, GROUP_N: tl.constexpr,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr, ROW_SCALE: tl.constexpr = False, LATE: tl.constexpr = False,
 ):
-    """fp8 block-scaled with BLOCK_SIZE_K <= GROUP_K (one dot per K step, scale group from the offset)."""
+    """fp8 block-scaled with BLOCK_SIZE_K <= GROUP_K (one dot per K step, scale group from the offset).
+
+    ROW_SCALE (BLOCK_SIZE_N dividing GROUP_N): the tile's columns share one weight scale per K
+    step, so the step's scale is one value per row (a_s * b_s) and the update one multiply-add
+    per element (the product kernel: two multiplies and an add). LATE (with ROW_SCALE): the step's
+    dot result is scaled and added one step later, so the next dot does not wait on it."""
     pid_m, pid_n = _tile(tl.program_id(0), num_padded, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
     row_ids, row_mask, a_rows, expert = _rows(pid_m, sorted_ids_ptr, expert_ids_ptr, num_padded,
                                               num_valid, A_ROWS_PER_TOKEN, BLOCK_SIZE_M)
     offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
     as_ptrs = a_scale_ptr + a_rows * stride_asm
-    bs_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
-    a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + expert * stride_be + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for kb in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        a = tl.load(a_ptrs, mask=row_mask[:, None], other=0.0)
-        b = tl.load(b_ptrs)
-        kg = (kb * BLOCK_SIZE_K) // GROUP_K
-        a_s = tl.load(as_ptrs + kg * stride_ask, mask=row_mask, other=0.0)
-        b_s = tl.load(bs_ptrs + kg * stride_bsk)
-        acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
-        a_ptrs += BLOCK_SIZE_K * stride_ak
-        b_ptrs += BLOCK_SIZE_K * stride_bk
-    acc, c_ptrs, c_mask = _epilogue(acc, c_ptr, row_ids, row_mask, topk_weights_ptr, pid_n, N,
-                                    stride_cm, stride_cn, MUL_ROUTED_WEIGHT, BLOCK_SIZE_N)
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
-
-
-@triton.jit(do_not_specialize=["num_valid"])
-def moe_fp8_rowscale(
-    a_ptr, b_ptr, c_ptr, a_scale_ptr, b_scale_ptr, topk_weights_ptr,
-    sorted_ids_ptr, expert_ids_ptr,
-    N, K, num_padded, num_valid,
-    stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
-    stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
-    A_ROWS_PER_TOKEN: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr,
-    GROUP_N: tl.constexpr, LATE: tl.constexpr,
-    BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-    GROUP_SIZE_M: tl.constexpr,
-):
-    """fp8 block-scaled with BLOCK_SIZE_K = the 128-wide scale group and BLOCK_SIZE_N dividing
-    GROUP_N: a tile's columns share one weight scale per K step, so the step's scale is one value
-    per row (a_s * b_s) and the update one multiply-add per element (the product kernel: two
-    multiplies and an add). With LATE the step's dot result is scaled and added one step later,
-    so the next dot does not wait on it."""
-    pid_m, pid_n = _tile(tl.program_id(0), num_padded, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
-    row_ids, row_mask, a_rows, expert = _rows(pid_m, sorted_ids_ptr, expert_ids_ptr, num_padded,
-                                              num_valid, A_ROWS_PER_TOKEN, BLOCK_SIZE_M)
-    offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
-    offs_k = tl.arange(0, BLOCK_SIZE_K)
-    as_ptrs = a_scale_ptr + a_rows * stride_asm
-    bs_ptr = b_scale_ptr + expert * stride_bse + ((pid_n * BLOCK_SIZE_N) % N // GROUP_N) * stride_bsn
+    if ROW_SCALE:
+        bs_ptrs = b_scale_ptr + expert * stride_bse + ((pid_n * BLOCK_SIZE_N) % N // GROUP_N) * stride_bsn
+    else:
+        bs_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
     a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + expert * stride_be + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
     acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
@@ -162,14 +130,19 @@ def moe_fp8_rowscale(
     for kb in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         a = tl.load(a_ptrs, mask=row_mask[:, None], other=0.0)
         b = tl.load(b_ptrs)
-        s = tl.load(as_ptrs + kb * stride_ask, mask=row_mask, other=0.0) * tl.load(bs_ptr + kb * stride_bsk)
-        d = tl.dot(a, b)
-        if LATE:
-            acc += prev * prev_s[:, None]
-            prev = d
-            prev_s = s
+        kg = (kb * BLOCK_SIZE_K) // GROUP_K
+        a_s = tl.load(as_ptrs + kg * stride_ask, mask=row_mask, other=0.0)
+        b_s = tl.load(bs_ptrs + kg * stride_bsk)
+        if ROW_SCALE:
+            d = tl.dot(a, b)
+            if LATE:
+                acc += prev * prev_s[:, None]
+                prev = d
+                prev_s = a_s * b_s
+            else:
+                acc += d * (a_s * b_s)[:, None]
         else:
-            acc += d * s[:, None]
+            acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
     if LATE:
@@ -268,9 +241,12 @@ def launch_base(p, cfg, al, tw):
         BLOCK_SIZE_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
-def launch_small(p, cfg, al, tw):
+def launch_small(p, cfg, al, tw, row_scale=False, late=False):
     a, b, c, a_s, b_s = p["a"], p["b"], p["c"], p["a_s"], p["b_s"]
-    d = torch.zeros(1, device="cuda")
+    if 128 % cfg.block_k or p["k"] % 128 or (row_scale or late) and 128 % cfg.block_n:
+        raise ValueError("moe_fp8_small needs BLOCK_SIZE_K dividing 128 and K % 128 == 0; its row "
+                         "scale BLOCK_SIZE_N dividing 128")
+    d = torch.zeros(1, device=a.device)
     grid = (triton.cdiv(al.num_padded, cfg.block_m) * triton.cdiv(p["n"], cfg.block_n),)
     moe_fp8_small[grid](
         a, b, c, a_s, b_s, tw if tw is not None else d, al.sorted_ids, al.expert_ids,
@@ -279,7 +255,8 @@ def launch_small(p, cfg, al, tw):
         a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1), b_s.stride(2),
         A_ROWS_PER_TOKEN=p["arpt"], MUL_ROUTED_WEIGHT=tw is not None, GROUP_K=128, GROUP_N=128,
         BLOCK_SIZE_M=cfg.block_m, BLOCK_SIZE_N=cfg.block_n, BLOCK_SIZE_K=cfg.block_k,
-        GROUP_SIZE_M=cfg.group_m, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
+        GROUP_SIZE_M=cfg.group_m, ROW_SCALE=row_scale or late, LATE=late,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def launch_tma(p, cfg, al, tw, ws):
@@ -303,22 +280,6 @@ def launch_tma(p, cfg, al, tw, ws):
         GROUP_K=128, GROUP_N=128, BLOCK_SIZE_M=cfg.block_m, BLOCK_SIZE_N=cfg.block_n,
         BLOCK_SIZE_K=cfg.block_k, GROUP_SIZE_M=cfg.group_m, WS=ws, LOOP_STAGES=cfg.num_stages,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages)
-
-
-def launch_rowscale(p, cfg, al, tw, late):
-    a, b, c, a_s, b_s = p["a"], p["b"], p["c"], p["a_s"], p["b_s"]
-    if cfg.block_k != 128 or 128 % cfg.block_n or p["k"] % 128:
-        raise ValueError("moe_fp8_rowscale needs BLOCK_SIZE_K 128, BLOCK_SIZE_N dividing 128, K % 128 == 0")
-    d = torch.zeros(1, device=a.device)
-    grid = (triton.cdiv(al.num_padded, cfg.block_m) * triton.cdiv(p["n"], cfg.block_n),)
-    moe_fp8_rowscale[grid](
-        a, b, c, a_s, b_s, tw if tw is not None else d, al.sorted_ids, al.expert_ids,
-        p["n"], p["k"], al.num_padded, al.num_valid,
-        a.stride(0), a.stride(1), b.stride(0), b.stride(1), b.stride(2), c.stride(0), c.stride(1),
-        a_s.stride(0), a_s.stride(1), b_s.stride(0), b_s.stride(1), b_s.stride(2),
-        A_ROWS_PER_TOKEN=p["arpt"], MUL_ROUTED_WEIGHT=tw is not None, GROUP_N=128, LATE=late,
-        BLOCK_SIZE_M=cfg.block_m, BLOCK_SIZE_N=cfg.block_n, BLOCK_SIZE_K=cfg.block_k,
-        GROUP_SIZE_M=cfg.group_m, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 
 def run_variant(variant, p, cfg, al, tw):
