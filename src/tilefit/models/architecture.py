@@ -9,7 +9,6 @@ cache's shape). Both are read from the same config.json fields, so existing call
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tilefit.errors import UsageError
@@ -158,27 +157,16 @@ def architecture_from_config(cfg: Any, moe: MoEModel, quant: dict[str, Any] | No
 
 
 def load_architecture(name_or_path: str) -> Architecture:
-    """The architecture of a preset (by name or alias), of a config.json file or folder, or of a
-    Hugging Face id (its cached config.json, else the preset of that id), as `load_model` reads them."""
-    from tilefit.models import hub
-    from tilefit.models.catalog import _by_repo_id, _index, _preset_config, preset
-    from tilefit.models.loader import _read_json, path_exists
+    """The architecture of a model as `load_model` finds it (catalog.resolve): a preset (by name,
+    alias or Hugging Face id), a config.json file or folder, or a cached Hugging Face snapshot."""
+    from tilefit.models.catalog import _preset_config, preset, resolve
+    from tilefit.models.loader import _read_json, load_config_path
 
-    key = name_or_path.strip().lower()
-    idx = _index()
-    path = Path(name_or_path).expanduser()
-    if key not in idx and not path_exists(path) and hub.looks_like_repo_id(name_or_path.strip()):
-        snap = hub.snapshot_dir(name_or_path.strip())
-        if snap is not None:
-            path = snap
-        else:
-            key = _by_repo_id(name_or_path.strip()) or key
-    if key in idx:
-        cfg, quant = _preset_config(idx[key])
-        return architecture_from_config(cfg, preset(idx[key]), quant)
-    from tilefit.models.catalog import load_model
-
-    moe = load_model(str(path) if path_exists(path) else name_or_path)
+    key, path = resolve(name_or_path)
+    if key is not None:
+        cfg, quant = _preset_config(key)
+        return architecture_from_config(cfg, preset(key), quant)
+    moe = load_config_path(path)
     config_file = path / "config.json" if path.is_dir() else path
     quant_file = config_file.parent / "hf_quant_config.json"
     quant = _read_json(quant_file) if quant_file.is_file() else None

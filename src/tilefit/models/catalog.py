@@ -63,24 +63,32 @@ def preset_aliases(key: str) -> list[str]:
 def load_model(name_or_path: str) -> MoEModel:
     """A preset by name or alias, a config.json file or a directory holding one, or a Hugging Face
     id (`zai-org/GLM-5`) from the local Hugging Face cache, else the preset of that id."""
+    key, path = resolve(name_or_path)
+    return preset(key) if key is not None else load_config_path(path)
+
+
+def resolve(name_or_path: str) -> tuple[str | None, Path | None]:
+    """Where `load_model` reads a model from: (preset key, None) for a preset, its alias or the
+    Hugging Face id of one not in the local cache; (None, path) for a config.json file, a folder
+    holding one or a cached Hugging Face snapshot. A UsageError naming the choices otherwise."""
     from tilefit.errors import UsageError
     from tilefit.models import hub
 
     idx = _index()
     key = name_or_path.strip().lower()
     if key in idx:
-        return preset(idx[key])
+        return idx[key], None
     path = Path(name_or_path).expanduser()
     if path_exists(path):
-        return load_config_path(path)
+        return None, path
     if hub.looks_like_repo_id(name_or_path.strip()):
         repo_id = name_or_path.strip()
         snap = hub.snapshot_dir(repo_id)
         if snap is not None:
-            return load_config_path(snap)
+            return None, snap
         by_id = _by_repo_id(repo_id)
         if by_id is not None:
-            return preset(by_id)
+            return by_id, None
         raise hub.not_cached(repo_id)
     if "/" in name_or_path or name_or_path.endswith(".json"):
         raise UsageError(f"no such file or directory: {name_or_path}; pass --model with a preset (see "
