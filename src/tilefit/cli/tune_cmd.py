@@ -240,10 +240,12 @@ def build_request(args: argparse.Namespace) -> Any:
 
 def _launch(args: argparse.Namespace, target: str) -> Any:
     """The launch command after `--` (None without one), checked against tune's own flags."""
+    from tilefit.tune.emit import ENGINES
+
     spec = launch_spec(args)
     if spec is None:
         return None
-    if spec.engine not in ("vllm", "sglang"):
+    if spec.engine not in ENGINES:
         raise UsageError(f"tilefit tune writes vLLM's and SGLang's fused-MoE config files; a {spec.engine} "
                          f"launch command has none to write: give --model, --tp and --ep instead")
     if target in ENGINE_TARGETS and target != spec.engine:
