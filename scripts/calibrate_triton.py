@@ -2,7 +2,8 @@
 """Record the Triton compiler's shared memory for our fused-MoE kernel and refit the SMEM model.
 
 Compiles every distinct config (GROUP_SIZE_M only reorders blocks, so GROUP_SIZE_M=1 stands for all
-four) of the bf16, fp8 (per-tensor) and fp8-block (128x128 block scales) grids for the given archs,
+four) of the bf16, fp8 (per-tensor) and fp8-block (128x128 block scales; twice: weight scales per
+column as vLLM's kernel applies them, and per row as SGLang's does) grids for the given archs,
 in a process pool, and writes src/tilefit/kernels/triton_moe/data/oracle_triton-<version>.json (the
 recorded oracle table the tests compare with) and calib_triton-<version>.json (the model's
 calibration, fitted from it).
@@ -22,6 +23,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "src/tilefit/kernels/triton_moe/data"
+ROW_TABLE = "fp8-block-row"  # smem.ROW_TABLE (not imported here: workers import on first job)
 
 
 def _compile(job, full=False):
@@ -31,7 +33,9 @@ def _compile(job, full=False):
     from tilefit.kernels.triton_moe.spec import compile_config
 
     try:
-        r = compile_config(MoEConfig(*values), get_arch(arch).cc_int, dtype, full=full)
+        row = dtype == ROW_TABLE  # fp8-block with SGLang's per-row weight scales
+        r = compile_config(MoEConfig(*values), get_arch(arch).cc_int, "fp8-block" if row else dtype,
+                           full=full, row_scale=row)
         return job, r.shared, r.seconds, ""
     except Exception as exc:  # a compiler crash is a result, not the end of the run
         return job, -1, 0.0, f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -40,7 +44,9 @@ def _compile(job, full=False):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--archs", default=None, help="comma-separated (default: every catalogued arch)")
-    p.add_argument("--dtypes", default="bf16,fp8,fp8-block")
+    p.add_argument("--dtypes", default=f"bf16,fp8,fp8-block,{ROW_TABLE}",
+                   help=f"table dtypes; {ROW_TABLE} is fp8-block with one weight scale per row "
+                        f"where a tile's columns share one (SGLang's kernel)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", type=Path, default=DATA)
     p.add_argument("--fit-only", action="store_true", help="refit calibration from the recorded table")
@@ -73,9 +79,10 @@ def main(argv=None) -> int:
         archs = a.archs.split(",") if a.archs else [x.name for x in all_archs()]
         for arch in archs:
             for dtype in a.dtypes.split(","):
-                if dtype not in FAMILY.dtypes(get_arch(arch)):
+                base = "fp8-block" if dtype == ROW_TABLE else dtype
+                if base not in FAMILY.dtypes(get_arch(arch)):
                     continue  # e.g. no e4m3 tensor-core dots before sm89
-                space = grid_configs(dtype, "distinct")
+                space = grid_configs(base, "distinct")
                 if a.sample:
                     space = rng.sample(space, min(a.sample, len(space)))
                 for cfg in space:

@@ -77,17 +77,20 @@ def _run_block_scaled() -> dict:
     ids = torch.stack([torch.randperm(e, generator=gen)[:k_top] for _ in range(t)])
     errs = {}
     # BLOCK_SIZE_K 128/256 take one dot per scale group, 64/32 one dot per step inside a group;
-    # BLOCK_SIZE_N 32/64 read the b scale of their 128-wide group per column.
+    # BLOCK_SIZE_N 32/64 read the b scale of their 128-wide group per column, or (row_scale,
+    # SGLang's form) once per tile; BLOCK_SIZE_N 256 spans two groups and stays per column.
     for cfg in [MoEConfig(16, 128, 128, 1, 4, 2), MoEConfig(16, 128, 256, 1, 4, 2),
                 MoEConfig(16, 64, 64, 1, 4, 2), MoEConfig(16, 32, 128, 1, 4, 2),
                 MoEConfig(32, 64, 32, 1, 4, 2), MoEConfig(16, 256, 64, 1, 4, 2)]:
-        al = moe_align(ids, e, cfg.block_m)
-        c = torch.full((t * k_top, n), float("nan"), dtype=torch.float32)
-        grouped_gemm(a, b, c, al, cfg, a_rows_per_token=k_top, a_scale=a_s, b_scale=b_s)
-        af = dequantize(a, a_s, 1, 128)
-        bf = dequantize(b, b_s, 128, 128)
-        ref = torch.stack([af[r // k_top] @ bf[ids.reshape(-1)[r]].T for r in range(t * k_top)])
-        errs[cfg.label()] = ((c - ref).norm() / ref.norm()).item()
+        for row in (False, True):
+            al = moe_align(ids, e, cfg.block_m)
+            c = torch.full((t * k_top, n), float("nan"), dtype=torch.float32)
+            grouped_gemm(a, b, c, al, cfg, a_rows_per_token=k_top, a_scale=a_s, b_scale=b_s,
+                         row_scale=row)
+            af = dequantize(a, a_s, 1, 128)
+            bf = dequantize(b, b_s, 128, 128)
+            ref = torch.stack([af[r // k_top] @ bf[ids.reshape(-1)[r]].T for r in range(t * k_top)])
+            errs[cfg.label() + (" row" if row else "")] = ((c - ref).norm() / ref.norm()).item()
     # K = 3 scale groups with BLOCK_SIZE_K 256: the last step's second group lies past K. The
     # scales are views into NaN-padded buffers, so a scale read past a row's end shows as NaN.
     kk = 384
@@ -190,7 +193,7 @@ def test_fused_moe_matches_reference(name, dtype):
 
 def test_block_scaled_path_matches_dequantised_reference():
     errs = _in_interpreter("scaled")
-    assert errs and all(v < 2e-3 for v in errs.values()), errs
+    assert len(errs) == 13 and all(v < 2e-3 for v in errs.values()), errs
 
 
 def test_expert_parallel_gemm2_applies_weights_and_skips_remote_rows():

@@ -44,6 +44,26 @@ def test_model_equals_oracle_on_every_grid_config(arch, dtype):
     assert not bad, bad[:10]
 
 
+@pytest.mark.parametrize("arch", ["sm90", "sm120"])
+def test_row_scale_model_equals_oracle_on_every_grid_config(arch):
+    """fp8-block with SGLang's per-row weight scales: its own recorded table, every grid config;
+    never more than the per-column form (it drops the column scales' buffers), the same where
+    BLOCK_SIZE_N spans two scale groups (both forms then scale per column), and less somewhere."""
+    a = get_arch(arch)
+    grid = FAMILY.configs(a, "fp8-block")
+    bad, fewer = [], 0
+    for c in grid:
+        row = smem.total_bytes(c, a, "fp8-block", "row")
+        column = smem.total_bytes(c, a, "fp8-block")
+        if row != _recorded(arch, smem.ROW_TABLE, c) or \
+                FAMILY.footprint(c, a, "fp8-block", scales="row").total != row:
+            bad.append((c.label(), row, _recorded(arch, smem.ROW_TABLE, c)))
+        assert row <= column and (c.block_n <= 128 or row == column), (c.label(), row, column)
+        fewer += row < column
+    assert not bad, bad[:10]
+    assert fewer > 0
+
+
 @pytest.mark.parametrize("arch", ["sm80", "sm86", "sm87", "sm89", "sm100", "sm103", "sm121"])
 def test_model_equals_oracle_on_a_sample(arch):
     a = get_arch(arch)
@@ -52,6 +72,19 @@ def test_model_equals_oracle_on_a_sample(arch):
         sample = rng.sample(FAMILY.configs(a, dtype), 60)
         for c in sample:
             assert smem.total_bytes(c, a, dtype) == _recorded(arch, dtype, c), (arch, dtype, c)
+            if dtype == "fp8-block":
+                assert smem.total_bytes(c, a, dtype, "row") == _recorded(arch, smem.ROW_TABLE, c)
+
+
+def test_scales_option_is_checked_and_named():
+    a, cfg = get_arch("sm90"), MoEConfig(64, 128, 128, 1, 4, 4)
+    with pytest.raises(UsageError, match="scales must be one of column, row"):
+        FAMILY.footprint(cfg, a, "fp8-block", scales="diagonal")
+    row = FAMILY.footprint(cfg, a, "fp8-block", scales="row")
+    assert any("per row" in n for n in row.notes)
+    assert not any("per row" in n for n in FAMILY.footprint(cfg, a, "fp8-block").notes)
+    # other dtypes have no weight scales: the option changes nothing
+    assert FAMILY.footprint(cfg, a, "bf16", scales="row") == FAMILY.footprint(cfg, a, "bf16")
 
 
 def test_recorded_table_belongs_to_the_current_kernel():
@@ -81,17 +114,19 @@ def test_footprint_terms_add_up_and_never_shrink_with_stages(arch):
     conversion needs more than the pipeline buffers it reuses (recorded: sm89 per-tensor fp8
     128x128x64 and 256x128x64 at 8 warps, 2 and 3 stages both 32,768 / 65,536 B)."""
     a = get_arch(arch)
-    for dtype in ("bf16", "fp16", "fp8", "fp8-block"):
+    for dtype, scales in (("bf16", "column"), ("fp16", "column"), ("fp8", "column"),
+                          ("fp8-block", "column"), ("fp8-block", "row")):
         if dtype not in FAMILY.dtypes(a):
             assert FAMILY.verdict(MoEConfig(16, 128, 128, 1, 4, 2), a, dtype).status == UNSUPPORTED
             continue
         for cfg in FAMILY.configs(a, dtype):
-            fp = FAMILY.footprint(cfg, a, dtype)
-            assert fp.total == sum(t.bytes for t in fp.terms) == smem.total_bytes(cfg, a, dtype)
+            fp = FAMILY.footprint(cfg, a, dtype, scales=scales)
+            assert fp.total == sum(t.bytes for t in fp.terms) == smem.total_bytes(cfg, a, dtype, scales)
             epilogue_led = fp.dominant().name == "epilogue scratch"
             assert fp.dominant().name in ("A stages", "B stages") or epilogue_led, (arch, dtype, cfg)
             if cfg.num_stages < 5:
-                deeper = smem.total_bytes(MoEConfig(*cfg.values()[:5], cfg.num_stages + 1), a, dtype)
+                deeper = smem.total_bytes(MoEConfig(*cfg.values()[:5], cfg.num_stages + 1), a, dtype,
+                                          scales)
                 assert deeper > fp.total or (epilogue_led and deeper == fp.total), (arch, dtype, cfg)
 
 
@@ -243,6 +278,21 @@ def test_live_oracle_agrees_with_model_on_random_configs(tmp_path, monkeypatch):
     bad = [(c.arch.name, c.config.label(), c.model_bytes, c.oracle_bytes) for c in checks
            if not c.agrees]
     assert not bad, bad
+
+
+@pytest.mark.slow
+def test_live_oracle_agrees_with_the_row_scale_model(tmp_path, monkeypatch):
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    rng = random.Random()  # a fresh sample every run
+    checks = []
+    for arch in ("sm90", "sm120", rng.choice(["sm89", "sm100"])):
+        a = get_arch(arch)
+        narrow = [c for c in FAMILY.configs(a, "fp8-block") if c.block_n <= 128]
+        checks += FAMILY.verify(rng.sample(narrow, 3), a, "fp8-block", scales="row")
+    bad = [(c.arch.name, c.config.label(), c.model_bytes, c.oracle_bytes) for c in checks
+           if not c.agrees]
+    assert len(checks) == 9 and not bad, bad
 
 
 @pytest.mark.slow

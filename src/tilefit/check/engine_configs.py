@@ -13,13 +13,15 @@ from tilefit.kernels.base import KernelFamily
 from tilefit.layout.plan import LayerPlan
 
 MODEL_CAVEAT = ("bytes are tilefit's Triton fused-MoE kernel compiled by the installed Triton's "
-                "calibration; the engine's own kernel differs in detail (scale and epilogue buffers), "
-                "so treat margins under ~4 KB as too close to call")
+                "calibration, fp8 block scales applied as the engine applies them; the engine's own "
+                "kernel differs in detail (epilogue buffers), so treat margins under ~4 KB as too "
+                "close to call")
 
 
 def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily, choice: BackendChoice,
                          gpu: GPU, plan: LayerPlan) -> tuple[list[Finding], Checked]:
     arch, dtype = gpu.arch, choice.family_dtype
+    scales = engine.block_scales(req.engine_version)  # fp8-block: per column (vLLM) or row (SGLang)
     model = plan.model
     e_local, n = plan.local_experts, model.expert_width // plan.layout.tp
     fatal_info = engine.fatality(family.name)
@@ -35,7 +37,7 @@ def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily
                                   name=lookup.file_name))
     if lookup.found is not None:
         version, configs = read_tuned_configs(lookup.found)
-        judged = dict(zip(configs, family.judge(list(configs.values()), arch, dtype).verdicts))
+        judged = dict(zip(configs, family.judge(list(configs.values()), arch, dtype, scales=scales).verdicts))
         bad = {b: v for b, v in judged.items() if not v.fits}
         source = f"tuned file {lookup.found}"
         if bad:
@@ -53,7 +55,8 @@ def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily
         source = "engine defaults"
         defaults = engine.default_configs(req.batches, E=e_local, weight_dtype=model.weight_dtype,
                                           arch=arch, version=req.engine_version)
-        verdicts = family.judge([d.as_moe_config() for d in defaults.values()], arch, dtype).verdicts
+        verdicts = family.judge([d.as_moe_config() for d in defaults.values()], arch, dtype,
+                                  scales=scales).verdicts
         judged = dict(zip(defaults, verdicts))
         bad = {b: v for b, v in judged.items() if not v.fits}
         tried = "; ".join(str(p) for p in lookup.tried) or "no folder to search"
@@ -83,5 +86,6 @@ def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily
     failing = sum(not v.fits for v in judged.values())
     checked = Checked(family.name, dtype, f"{len(judged)} configs from {source} (E={e_local}, N={n})",
                       len(judged), failing, (("E", e_local), ("N", n), ("config_source", source),
-                                             ("configs", len(judged))))
+                                             ("configs", len(judged)))
+                      + ((("block_scales", scales),) if dtype == "fp8-block" else ()))
     return findings, checked

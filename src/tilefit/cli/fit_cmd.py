@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="compile the shown configs with the family's oracle and compare with the model")
     p.add_argument("--flashinfer", metavar="VERSION", help="FlashInfer version whose tactics to judge")
     p.add_argument("--gemm", choices=("gemm1", "gemm2"), help="only this GEMM's tactics (CUTLASS family)")
+    p.add_argument("--scales", choices=("column", "row"),
+                   help="triton-moe fp8-block: weight scales applied per column (vLLM's kernel, the "
+                        "default) or per row where a tile's columns share one (SGLang's kernel)")
     p.add_argument("--emit-blocklist", action="store_true",
                    help="print the tactics predicted to fail in the engine's blocklist format")
     add_json_arg(p)
@@ -46,6 +49,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         opts["flashinfer"] = args.flashinfer
     if args.gemm:
         opts["gemm"] = args.gemm
+    if args.scales:
+        opts["scales"] = args.scales
     return opts
 
 

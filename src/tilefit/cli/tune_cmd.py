@@ -211,6 +211,7 @@ def build_request(args: argparse.Namespace) -> Any:
     if target == "tilefit":
         graph = _graph_limit(args, spec, model_name, gpu, layout, emit)
         kwargs["graph_max_batch"] = graph.batch
+        kwargs["scales"] = _block_scales(dtype, emit, args.engine_version)
     if args.emit and target not in ("tilefit", *CPU_TARGETS):
         raise UsageError(f"--emit writes engine files from a tuning of tilefit's kernel; with "
                          f"--target {target} the engine's own files are written already")
@@ -233,8 +234,10 @@ def build_request(args: argparse.Namespace) -> Any:
         exhaustive_at=tuple(args.exhaustive_at), ray=ray, figures=figures,
         finalists=args.finalists, rounds=args.rounds, interleave=args.interleave,
         measure_ceilings=target not in CPU_TARGETS and ray is None, emit=emit,
+        engine_version=args.engine_version,
         provenance={"model": model.name, "layout": layout.label()}
-        | ({"graph_limit": graph.as_dict()} if graph is not None else {}),
+        | ({"graph_limit": graph.as_dict()} if graph is not None else {})
+        | ({"block_scales": kwargs["scales"]} if "scales" in kwargs and dtype == "fp8-block" else {}),
         trace=Path(args.trace) if args.trace else None)
 
 
@@ -286,6 +289,18 @@ def _graph_limit(args: argparse.Namespace, spec: Any, model_name: str, gpu: Any,
     return graph_limit.from_engines(emit, arch, gpu, layout.gpus, layout.ep, args.engine_version)
 
 
+def _block_scales(dtype: str, emit: tuple[str, ...], engine_version: str | None) -> str:
+    """How tilefit's kernel applies fp8-block weight scales while tuning: as the engines whose
+    files are written do ("row" when all of them apply one per row where a tile's columns share
+    it, SGLang's kernel), else per column (vLLM's kernel, and tilefit's own default)."""
+    from tilefit.engines import get_engine
+
+    if dtype != "fp8-block" or not emit:
+        return "column"
+    forms = {get_engine(e).block_scales(engine_version) for e in emit}
+    return "row" if forms == {"row"} else "column"
+
+
 def _ray_options(args: argparse.Namespace, target: str) -> Any:
     """RayOptions for --ray (Ray must import: else exit 2 naming the extra), or None."""
     if args.ray is None:
@@ -302,8 +317,9 @@ def _ray_options(args: argparse.Namespace, target: str) -> Any:
     return RayOptions(args.ray, compile_tasks=args.compile_workers)
 
 
-def render(report: Any, graph: Any = None) -> str:
-    """The summary; `graph` (a tune.graph_limit.GraphLimit) says up to which batch rows were graph-timed."""
+def render(report: Any, graph: Any = None, scales: str | None = None) -> str:
+    """The summary; `graph` (a tune.graph_limit.GraphLimit) says up to which batch rows were
+    graph-timed, `scales` how fp8-block weight scales were applied (None: not fp8-block)."""
     from tilefit.cli.output import table
     from tilefit.tune.results import describe
 
@@ -324,6 +340,9 @@ def render(report: Any, graph: Any = None) -> str:
                  "events = do_bench, host launch inside)")
     if graph is not None:
         lines.append(graph.line())
+    if scales is not None:
+        lines.append(f"fp8 block weight scales applied per {scales}: as the engines whose files "
+                     f"are written apply them (per column without --emit)")
     if report.ceilings is not None:
         lines.append(report.ceilings.line())
         over = sum(1 for r in report.rows if (r.pct_of_floor or 0.0) > 100.0)
@@ -365,10 +384,12 @@ def run(args: argparse.Namespace) -> int:
         report = tune(req, progress)
     finally:
         progress.close()
+    scales = req.provenance.get("block_scales")
     if args.json:
-        print_json(report.as_dict() | {"graph_limit": graph.as_dict() if graph else None})
+        print_json(report.as_dict() | {"graph_limit": graph.as_dict() if graph else None,
+                                       "block_scales": scales})
     else:
-        print(render(report, graph))
+        print(render(report, graph, scales))
     if report.model_bugs or any(r.config is None for r in report.rows):
         return 1
     return 0

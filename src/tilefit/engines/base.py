@@ -55,6 +55,12 @@ class Engine(Protocol):
         matches (E = local experts)."""
         ...
 
+    def block_scales(self, version: str | None = None) -> str:
+        """How the engine's Triton fused-MoE kernel applies fp8-block weight scales: "column" (one
+        per output column) or "row" (one per row and K group where a tile's columns share a scale
+        block): the triton-moe family's `scales` option."""
+        ...
+
     def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
                           triton_version: str | None = None,
                           config_dir: str | os.PathLike[str] | None = None,

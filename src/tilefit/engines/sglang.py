@@ -162,6 +162,15 @@ class Sglang(TritonEngine):
     # BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64), taken for use_fp8_w8a8 in invoke_fused_moe_kernel:
     # sglang 0.5.10-0.5.23 wheels (0.5.23 fused_moe_triton_kernels.py l.62-69); absent in 0.4.10.
     swap_ab_since = "0.5.10"
+    # fused_moe_kernel with block scales: `offs_bsn = pid_n * BLOCK_SIZE_N // group_n` unless
+    # BLOCK_SIZE_N > group_n, then `accumulator += tl.dot(a, b) * (a_scale[:, None] * b_scale)`:
+    # one weight scale per tile and K group. Read in the wheels: per column (`offs_bsn = offs_bn //
+    # group_n` always) in 0.4.10 (fused_moe_triton/fused_moe.py l.462), 0.5.4 and 0.5.4.post1
+    # (fused_moe_triton_kernels.py l.447); per row from 0.5.4.post2 (l.476) and in 0.5.5 (l.478/545),
+    # 0.5.6, 0.5.7, 0.5.9, every wheel 0.5.10-0.5.23 (0.5.10 l.497/570, 0.5.15
+    # moe_runner/triton_utils/ l.501/574, 0.5.23 kernels/ops/moe/ l.529/602). Versions compare
+    # by release (0.5.4.post2 reads as 0.5.4), so 0.5.4's post releases count as per column.
+    row_scale_since = "0.5.5"
 
     def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
         """fused_moe_kernel loads one scale per K step, at k_start // group_k, and nothing clamps

@@ -232,6 +232,9 @@ class TableEngine:
                         version: str | None = None) -> dict[int, Any]:
         raise UsageError(self._no_triton_files())
 
+    def block_scales(self, version: str | None = None) -> str:
+        raise UsageError(self._no_triton_files())
+
     def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
                           triton_version: str | None = None, config_dir: str | os.PathLike[str] | None = None,
                           environ: Mapping[str, str] | None = None, version: str | None = None,

@@ -220,9 +220,9 @@ class TritonEngine(TableEngine):
     def runs_as_tuned(self, config: Mapping[str, int], weight_dtype: str) -> str | None:
         """None when the engine's fused-MoE kernel runs `config` for `weight_dtype` as tilefit's
         kernel ran it while tuning; else one line saying what the engine does instead. Only
-        block-scaled fp8 can differ: both engines read the weight scale per column (the SGLang
-        0.5.21 and 0.5.23 wheels once per tile where BLOCK_SIZE_N <= 128: a 32-128 wide tile lies
-        in one block, so the same scale), and differ on a BLOCK_SIZE_K wider than the scale block."""
+        block-scaled fp8 can differ in what it computes: on a BLOCK_SIZE_K wider than the scale
+        block. (How the weight scales are applied, `block_scales`, changes the time, not the
+        result: tune times the engine's form.)"""
         _dtype, block = engine_dtype(weight_dtype)
         if block is None or int(config["BLOCK_SIZE_K"]) <= min(block):
             return None
@@ -231,6 +231,17 @@ class TritonEngine(TableEngine):
     def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
         """What the engine's kernel does with a BLOCK_SIZE_K wider than the scale block."""
         raise NotImplementedError
+
+    # The first version read whose fp8-block kernel applies one weight scale per row and K group
+    # to a tile whose BLOCK_SIZE_N is at most the scale block (its columns share the block's scale)
+    # instead of one per column; None: per column in every version read.
+    row_scale_since: str | None = None
+
+    def block_scales(self, version: str | None = None) -> str:
+        if self.row_scale_since is None:
+            return "column"
+        return "row" if parse_version(version or self.newest) >= parse_version(self.row_scale_since) \
+            else "column"
 
     # The first version read whose fp8 kernel computes a tile with BLOCK_SIZE_M < 64 and
     # BLOCK_SIZE_N >= 64 on sm90 as B x A (a swap-AB path tilefit's kernel does not have); None:

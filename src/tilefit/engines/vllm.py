@@ -101,6 +101,9 @@ class Vllm(TritonEngine):
     # BLOCK_SIZE_N >= 64), taken for use_fp8_w8a8 in invoke_fused_moe_triton_kernel: vllm 0.25.0-
     # 0.33.0 wheels (0.33.0 utils.py l.706, fused_moe.py l.788); absent in 0.24.0.
     swap_ab_since = "0.25.0"
+    # fp8-block weight scales per column: `offs_bsn = offs_bn // group_n` and `tl.dot(a, b) *
+    # a_scale[:, None] * b_scale[None, :]` (fused_moe.py 0.11.1 l.461/509, 0.33.0 l.488/550), so
+    # row_scale_since stays None.
 
     def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
         """invoke_fused_moe_kernel sets BLOCK_SIZE_K = min(BLOCK_SIZE_K, min(block_shape)) before

@@ -81,6 +81,10 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
                                  [gemm1, gemm2 or {}])
         if caveat:
             how += "; " + caveat
+        caveat = _scales_caveat(runs.engine, layer.dtype, getattr(target, "scales", "column"),
+                                req.engine_version)
+        if caveat:
+            how += "; " + caveat
         paths = runs.engine.write_tuned_configs(
             Path(req.out_dir) / engine, E=layer.experts, N=layer.width,
             device_name=req.device_name, weight_dtype=layer.dtype,  # the engines' names
@@ -144,6 +148,19 @@ def _swap_ab_caveat(engine: Any, dtype: str, arch: Any, per_gemm: list[dict[int,
             f"and BLOCK_SIZE_N >= 64 on {arch.name} as B x A (swap-AB), which tilefit's kernel "
             f"does not: the configs for batch sizes {', '.join(map(str, batches))} were timed "
             f"without it")
+
+
+def _scales_caveat(engine: Any, dtype: str, timed: str, version: str | None) -> str:
+    """A line when the engine applies fp8-block weight scales in another form than the run timed
+    (Engine.block_scales): same results, other times; '' otherwise."""
+    if dtype != "fp8-block":
+        return ""
+    own = engine.block_scales(version)
+    if own == timed:
+        return ""
+    return (f"{engine.title} applies fp8 block weight scales per {own} where tilefit's kernel "
+            f"was timed with them per {timed} (the form of the other --emit engine): same "
+            f"results, other times; tune with --emit {engine.name} alone to time its own form")
 
 
 def _run_rounds(req: Any) -> int:

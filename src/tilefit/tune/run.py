@@ -72,6 +72,7 @@ class TuneRequest:
     drop: float = DROP  # finalists this far behind after a round stop (0: all run every round)
     measure_ceilings: bool = False  # time the GPU's copy and MMA rates first (needs CUDA here)
     emit: tuple[str, ...] = ()  # engines whose config files to write too ("vllm", "sglang")
+    engine_version: str | None = None  # the --emit engines' release (None: the newest read)
     given: tuple[tuple[str, int, Any], ...] = ()  # (job, batch, config) re-timed with the finalists
     provenance: dict[str, Any] = field(default_factory=dict)  # model, layout: for the emitted files
     trace: Path | None = None  # a JSON line per compile and GPU request (pools.Trace); local pools
@@ -180,7 +181,9 @@ class _Run:
         self.stopping = threading.Event()
         self.files: list[str] = []
         self.total = len(req.shapes) * len(target.jobs) * len(req.batches)
-        self.evaluator = Evaluator(target.name, target, journal, cpool, bpool, self.model_bugs,
+        # A target whose variants must not share journal lines names each (journal_name).
+        self.evaluator = Evaluator(getattr(target, "journal_name", target.name), target, journal,
+                                   cpool, bpool, self.model_bugs,
                                    progress, interleave=req.interleave)
 
     def layer(self, layer: TuneShape) -> None:

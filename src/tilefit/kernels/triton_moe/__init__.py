@@ -26,7 +26,10 @@ class TritonMoEFamily:
     """The kernel-family protocol for our Triton fused-MoE grouped GEMM."""
 
     name = "triton-moe"
-    options: tuple[str, ...] = ()
+    # `scales`: how fp8-block weight scales are applied, "column" (one per output column: vLLM's
+    # kernel, the default) or "row" (one per tile where its columns share a scale group: SGLang's);
+    # the forms differ in shared memory (smem.ROW_TABLE) and speed. Other dtypes ignore it.
+    options: tuple[str, ...] = ("scales",)
     # vLLM and SGLang launch the config their tuned file (else their default) gives: no autotuner.
     picked_by = ENGINE
 
@@ -68,15 +71,17 @@ class TritonMoEFamily:
     def note(self, **_: Any) -> str | None:
         return None
 
-    def footprint(self, config: MoEConfig, arch: Arch, dtype: str, **_: Any) -> SmemFootprint:
-        return smem.footprint(config, arch, self._dtype(arch, dtype))
+    def footprint(self, config: MoEConfig, arch: Arch, dtype: str, scales: str | None = None,
+                  **_: Any) -> SmemFootprint:
+        return smem.footprint(config, arch, self._dtype(arch, dtype), scales or "column")
 
-    def verdict(self, config: MoEConfig, arch: Arch, dtype: str, **_: Any) -> FitVerdict:
+    def verdict(self, config: MoEConfig, arch: Arch, dtype: str, scales: str | None = None,
+                **_: Any) -> FitVerdict:
         d = _config.canonical_dtype(dtype)
         if d not in self.dtypes(arch):
             return FitVerdict(config, arch, None, UNSUPPORTED,
                               f"no {d} tensor-core path on {arch.name}")
-        return judge(config, arch, smem.footprint(config, arch, d))
+        return judge(config, arch, smem.footprint(config, arch, d, scales or "column"))
 
     def default_config(self, arch: Arch, dtype: str, *, M: int = 1, E: int = 1, N: int = 0,
                        K: int = 0, topk: int = 8, **_: Any) -> MoEConfig:
@@ -112,16 +117,17 @@ class TritonMoEFamily:
         # Nothing fits even at 2 stages (no catalogued arch): the grid's smallest tile.
         return MoEConfig(16, 32, 64, 1, 4, 2)
 
-    def verify(self, configs: Sequence[MoEConfig], arch: Arch, dtype: str,
+    def verify(self, configs: Sequence[MoEConfig], arch: Arch, dtype: str, scales: str | None = None,
                **_: Any) -> list[OracleCheck]:
         """Compile each config with the live Triton compiler and compare with the model."""
         from tilefit.kernels.triton_moe.spec import compile_config
 
-        d = self._dtype(arch, dtype)
+        d, form = self._dtype(arch, dtype), scales or "column"
+        smem.table_dtype(d, form)  # a bad form is a UsageError before any compile
         checks = []
         for cfg in configs:
-            r = compile_config(cfg, arch.cc_int, d)
-            checks.append(OracleCheck(cfg, arch, smem.total_bytes(cfg, arch, d), r.shared,
+            r = compile_config(cfg, arch.cc_int, d, row_scale=form == "row")
+            checks.append(OracleCheck(cfg, arch, smem.total_bytes(cfg, arch, d, form), r.shared,
                                       f"triton {r.triton_version}",
                                       {"seconds": round(r.seconds, 3), "cached": r.cached}))
         return checks

@@ -42,6 +42,7 @@ def fused_moe_kernel(
     BLOCK_SCALED: tl.constexpr,  # fp8 with GROUP_K x GROUP_N block scales
     GROUP_K: tl.constexpr,
     GROUP_N: tl.constexpr,
+    ROW_SCALE: tl.constexpr,  # fp8-block: one weight scale per tile when BLOCK_SIZE_N <= GROUP_N
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -73,7 +74,12 @@ def fused_moe_kernel(
         else:
             offs_k = tl.arange(0, BLOCK_SIZE_K)
         as_ptrs = a_scale_ptr + a_rows * stride_asm
-        bs_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
+        if ROW_SCALE and BLOCK_SIZE_N <= GROUP_N:
+            # The tile's columns lie in one scale group (N is a multiple of GROUP_N), so each K
+            # group's scale is one product per row: SGLang's form. Otherwise one per column: vLLM's.
+            bs_ptrs = b_scale_ptr + expert * stride_bse + (pid_n * BLOCK_SIZE_N // GROUP_N) * stride_bsn
+        else:
+            bs_ptrs = b_scale_ptr + expert * stride_bse + (offs_n // GROUP_N) * stride_bsn
     else:
         offs_k = tl.arange(0, BLOCK_SIZE_K)
     a_ptrs = a_ptr + a_rows[:, None] * stride_am + offs_k[None, :] * stride_ak
@@ -95,7 +101,7 @@ def fused_moe_kernel(
                 k_group = tl.minimum(kb * (BLOCK_SIZE_K // GROUP_K) + g, tl.cdiv(K, GROUP_K) - 1)
                 a_s = tl.load(as_ptrs + k_group * stride_ask, mask=row_mask, other=0.0)
                 b_s = tl.load(bs_ptrs + k_group * stride_bsk)
-                acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+                acc += _scaled(tl.dot(a, b), a_s, b_s, ROW_SCALE and BLOCK_SIZE_N <= GROUP_N)
         else:
             k_left = K - kb * BLOCK_SIZE_K
             a = tl.load(a_ptrs, mask=row_mask[:, None] & (offs_k[None, :] < k_left), other=0.0)
@@ -104,7 +110,7 @@ def fused_moe_kernel(
                 k_group = kb * BLOCK_SIZE_K // GROUP_K
                 a_s = tl.load(as_ptrs + k_group * stride_ask, mask=row_mask, other=0.0)
                 b_s = tl.load(bs_ptrs + k_group * stride_bsk)
-                acc += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+                acc += _scaled(tl.dot(a, b), a_s, b_s, ROW_SCALE and BLOCK_SIZE_N <= GROUP_N)
             else:
                 acc += tl.dot(a, b)
         a_ptrs += BLOCK_SIZE_K * stride_ak
@@ -116,6 +122,16 @@ def fused_moe_kernel(
     offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
     c_ptrs = c_ptr + row_ids.to(tl.int64)[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=row_mask[:, None] & (offs_cn[None, :] < N))
+
+
+@triton.jit
+def _scaled(part, a_s, b_s, PER_ROW: tl.constexpr):
+    """One K group's partial product times its scales: a_s per row, b_s one scalar (PER_ROW) or
+    one per column."""
+    if PER_ROW:
+        return part * (a_s * b_s)[:, None]
+    else:
+        return part * a_s[:, None] * b_s[None, :]
 
 
 @triton.jit

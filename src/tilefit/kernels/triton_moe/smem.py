@@ -28,10 +28,26 @@ from tilefit.hw.catalog import Arch
 from tilefit.versions import parse_version
 from tilefit.kernels.base import SmemFootprint, SmemTerm
 
-ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8", "fp8-block"))
+# fp8-block has two tables: weight scales applied per column (vLLM's kernel) and per row where a
+# tile's columns share one scale group (SGLang's): the per-row form drops the pipelined column
+# scales, e.g. 512 B fewer for 64x128x128 w4 s4 on sm90 (98,816 -> 98,304; Triton 3.6.0).
+ROW_TABLE = "fp8-block-row"
+SCALES = ("column", "row")  # the family's `scales` option
+ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8", "fp8-block")) | {ROW_TABLE: 1}
 # fp16 compiles to the same shared memory as bf16 (same element size and layouts); the tests
-# check a sample live. Calibration tables therefore hold "bf16", "fp8" and "fp8-block" only.
-TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8-block": "fp8-block"}
+# check a sample live. Calibration tables therefore hold "bf16", "fp8" and the fp8-block two only.
+TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8-block": "fp8-block",
+               ROW_TABLE: ROW_TABLE}
+
+
+def table_dtype(dtype: str, scales: str = "column") -> str:
+    """The calibration table of `dtype` with fp8-block weight scales applied per `scales`."""
+    if scales not in SCALES:
+        from tilefit.errors import UsageError
+
+        raise UsageError(f"scales must be one of {', '.join(SCALES)}, got {scales!r}")
+    table = TABLE_DTYPE[dtype]
+    return ROW_TABLE if table == "fp8-block" and scales == "row" else table
 # Format 2 names per-tensor "fp8" and block-scaled "fp8-block"; tables without a format were written
 # when the family had block-scaled fp8 only and called it "fp8" (read by `upgrade_table`).
 TABLE_FORMAT = 2
@@ -212,14 +228,14 @@ def model_version() -> str:
     return load_calibration()["triton_version"]
 
 
-def _calibrated(arch: Arch, dtype: str):
+def _calibrated(arch: Arch, dtype: str, scales: str = "column"):
     calib = load_calibration()
     try:
-        return calib["_lookup"][(arch.name, TABLE_DTYPE[dtype])]
+        return calib["_lookup"][(arch.name, table_dtype(dtype, scales))]
     except KeyError:
         from tilefit.errors import UsageError
 
-        raise UsageError(f"no triton-moe calibration for {arch.name}/{dtype} (triton "
+        raise UsageError(f"no triton-moe calibration for {arch.name}/{table_dtype(dtype, scales)} (triton "
                          f"{calib['triton_version']}); run scripts/calibrate_triton.py "
                          f"--archs {arch.name}") from None
 
@@ -227,10 +243,11 @@ def _calibrated(arch: Arch, dtype: str):
 _NO_EXTRA = (0, 0, 0)
 
 
-def total_bytes(cfg: Any, arch: Arch, dtype: str) -> int:
-    """Shared memory `cfg` requests at launch on `arch` (fast path, no breakdown)."""
+def total_bytes(cfg: Any, arch: Arch, dtype: str, scales: str = "column") -> int:
+    """Shared memory `cfg` requests at launch on `arch` (fast path, no breakdown); `scales`: how
+    fp8-block weight scales are applied (SCALES)."""
     bm, bn, bk, _gm, w, s = cfg.values()
-    return _bytes(_calibrated(arch, dtype), dtype, bm, bn, bk, w, s)
+    return _bytes(_calibrated(arch, dtype, scales), dtype, bm, bn, bk, w, s)
 
 
 def _bytes(calibrated: tuple[dict, dict, dict], dtype: str, bm: int, bn: int, bk: int, w: int,
@@ -245,9 +262,9 @@ def _bytes(calibrated: tuple[dict, dict, dict], dtype: str, bm: int, bn: int, bk
     return pipeline if pipeline >= scratch else scratch
 
 
-def footprint(cfg: Any, arch: Arch, dtype: str) -> SmemFootprint:
+def footprint(cfg: Any, arch: Arch, dtype: str, scales: str = "column") -> SmemFootprint:
     """Shared memory of `cfg` on `arch` as named terms (A stages, B stages, calibrated extras)."""
-    offsets, extra, exceptions = _calibrated(arch, dtype)
+    offsets, extra, exceptions = _calibrated(arch, dtype, scales)
     bm, bn, bk, _gm, w, s = cfg.values()
     elem = ELEM_BYTES[dtype]
     buffers = s - offsets[bm]
@@ -274,6 +291,8 @@ def footprint(cfg: Any, arch: Arch, dtype: str) -> SmemFootprint:
     exc = exceptions.get((bm, bn, bk, w, s)) if exceptions else None
     calib = load_calibration()
     notes = [f"triton {calib['triton_version']} calibration"]
+    if table_dtype(dtype, scales) == ROW_TABLE:
+        notes.append("fp8 block scales applied per row where the tile's columns share one (SGLang's kernel)")
     if exc is not None:
         notes.append("recorded oracle figure (no formula fit)")
         total = exc

@@ -80,7 +80,14 @@ class TilefitMoETarget:
                  arch: str = "", graph_max_batch: int = GRAPH_MAX_BATCH,
                  probe_warmup_ms: float = PROBE_WARMUP_MS, probe_rep_ms: float = PROBE_REP_MS,
                  graph_ms: float = GRAPH_MS, probe_launches: int = PROBE_GRAPH_LAUNCHES,
-                 probe_graph_ms: float = PROBE_GRAPH_MS):
+                 probe_graph_ms: float = PROBE_GRAPH_MS, scales: str = "column"):
+        from tilefit.kernels.triton_moe.smem import SCALES
+
+        if scales not in SCALES:
+            raise ValueError(f"scales must be one of {', '.join(SCALES)}, got {scales!r}")
+        # fp8-block weight scales per column (vLLM's kernel) or per row where a tile's columns
+        # share one (SGLang's): the engine the files are for decides (cli/tune_cmd.py).
+        self.scales = scales
         self.gpu = gpu
         self.arch_name = arch  # set for a GPU not in the catalog: its arch read from the device
         if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
@@ -100,6 +107,12 @@ class TilefitMoETarget:
         self._watching: bool | None = False  # own_compiles.watch asked (None: not available)
 
     # -- protocol, no GPU needed ----------------------------------------------------------------
+    @property
+    def journal_name(self) -> str:
+        """The target's name in journal lines: the per-row scale form is another kernel, whose
+        compiles and timings must not answer for the per-column one's (nor the other way)."""
+        return self.name if self.scales == "column" else f"{self.name}+row-scale"
+
     @property
     def arch(self) -> Any:
         from tilefit.hw.catalog import get_arch, get_gpu
@@ -126,12 +139,12 @@ class TilefitMoETarget:
                                           N=n, K=k, topk=shape.topk)
 
     def smem_bytes(self, config: Any, shape: TuneShape) -> int:
-        return self.family.footprint(config, self.arch, shape.dtype).total
+        return self.family.footprint(config, self.arch, shape.dtype, scales=self.scales).total
 
     def fit_reason(self, config: Any, shape: TuneShape) -> Any:
         from tilefit.tune.results import DoesNotFit
 
-        v = self.family.verdict(config, self.arch, shape.dtype)
+        v = self.family.verdict(config, self.arch, shape.dtype, scales=self.scales)
         if v.fits:
             return None
         need = v.footprint.total if v.footprint is not None else 0
@@ -183,7 +196,7 @@ class TilefitMoETarget:
         # reads when the specialisation matches) and answers from it when the kernel is there.
         compile_config(config, self.arch.cc_int, shape.dtype, gemm=shape.gemm,
                        shape={"N": n, "K": k, "E": shape.experts, "topk": shape.topk},
-                       use_cache=False, full=True)
+                       use_cache=False, full=True, row_scale=self.scales == "row")
 
     def warm(self, shape: TuneShape, gpu: bool) -> None:
         """Ahead of the first request (pools.WorkerPool.warm): what a process's first compile
@@ -320,7 +333,8 @@ class TilefitMoETarget:
             return ops.grouped_gemm(p["a"], b, p["c"], align, config,
                                     a_rows_per_token=shape.topk if gemm1 else 1,
                                     topk_weights=None if gemm1 else p["topk_weights"],
-                                    a_scale=p["a_scale"], b_scale=b_scale)
+                                    a_scale=p["a_scale"], b_scale=b_scale,
+                                    row_scale=self.scales == "row")
         return launch
 
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
