@@ -1,7 +1,8 @@
 """Up to which batch `tilefit tune` times its kernel as CUDA-graph replays: --graph-max-batch, the
 launch command's engine on the local GPU, the --emit engines' defaults, else tilefit's default.
 Real launch commands from tests/fixtures/launch (each names its public source); the engines'
-rules are the memory plan's (memory/vllm.py, memory/sglang.py name the wheels read)."""
+rules are the memory plan's (memory/vllm.py, memory/sglang.py name the wheels read), and sglang's
+prefill graphs engines/sglang_prefill.py's (test_sglang_prefill_graphs.py)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def _real(name: str):
 
 
 @pytest.mark.parametrize("name, model, batch, says", [
-    # sgl-project repo script: --max-running-requests 160 --cuda-graph-max-bs 160
-    ("sglang-18", "qwen3-235b-a22b-fp8", 160, "as the launch command sets it"),
+    # sgl-project repo script: --max-running-requests 160 --cuda-graph-max-bs 160; its prefill
+    # graphs (GQA, chunked_prefill_size 8192) go further, and the decode graphs' 160 is named
+    ("sglang-18", "qwen3-235b-a22b-fp8", 8192, "captures up to 160 (as the launch command sets it)"),
     # vllm-project/vllm#20087: --enforce-eager
     ("vllm-12", "deepseek-v3", 0, "turns CUDA graphs off"),
     # sgl-project/sglang#6017: --cuda-graph-bs 256
@@ -58,19 +60,27 @@ def test_a_given_capture_size_is_capped_by_the_batched_tokens():
 
 def test_emit_engines_take_the_largest_default_and_name_the_smaller():
     arch = load_architecture("glm-5")
+    # sglang's prefill graphs reach 8192 tokens (0.5.23, MLA: min(8192, chunked_prefill_size));
+    # vLLM: min(2 x 1024, 512, 8192)
     both = graph_limit.from_engines(("vllm", "sglang"), arch, H200, 8, 8, None)
-    assert both.batch == 512 and "vllm" in both.source and "sglang" in both.source
-    # sglang below tp 4 on a 141 GB GPU: 256; vLLM: min(2 x 1024, 512, 8192)
-    two = graph_limit.from_engines(("vllm", "sglang"), arch, H200, 2, 1, None)
-    assert two.batch == 512 and "batches 257-512 run without graphs" in two.source
-    assert graph_limit.from_engines(("sglang",), arch, H200, 2, 1, None).batch == 256
+    assert both.batch == 8192 and "batches 513-8192 run without graphs" in both.source
+    # sglang's decode graphs below tp 4 on a 141 GB GPU: 256, named beside its prefill graphs
+    one = graph_limit.from_engines(("sglang",), arch, H200, 2, 1, None)
+    assert one.batch == 8192 and "captures up to 256" in one.source
+    # with prefill graphs off (0.5.16 refuses MLA in breakable graphs) the decode graphs decide
+    two = graph_limit.from_engines(("vllm", "sglang"), arch, H200, 2, 1, "0.5.16")
+    assert graph_limit.from_engines(("sglang",), arch, H200, 2, 1, "0.5.16").batch == 256
+    assert "sglang" in two.source and "vllm" in two.source
 
 
 def test_engine_version_changes_the_limit_where_the_release_did():
     arch = load_architecture("qwen3-30b-a3b")
     rtx = get_gpu("rtx-5090")  # sglang's 20-35 GiB bracket: 0.5.20 raised tp < 4 from 24 to 48
-    assert graph_limit.from_engines(("sglang",), arch, rtx, 1, 1, "0.5.19").batch == 24
-    assert graph_limit.from_engines(("sglang",), arch, rtx, 1, 1, "0.5.20").batch == 48
+    # decode graphs 24 -> 48; prefill graphs follow the prefill chunk, 2048 -> 4096
+    old = graph_limit.from_engines(("sglang",), arch, rtx, 1, 1, "0.5.19")
+    new = graph_limit.from_engines(("sglang",), arch, rtx, 1, 1, "0.5.20")
+    assert (old.batch, new.batch) == (2048, 4096)
+    assert "captures up to 24 " in old.source and "captures up to 48 " in new.source
 
 
 @pytest.fixture
@@ -87,8 +97,9 @@ def test_cli_reads_model_layout_engine_and_graph_limit_from_the_launch_command(h
     req = _request(tmp_path, "--", "python3", "-m", "sglang.launch_server", "--model-path",
                    "zai-org/GLM-5", "--tp", "8", "--ep", "8")
     assert req.emit == ("sglang",) and req.provenance["layout"] == "EP8"
-    assert req.shapes[0].experts == 32 and dict(req.target.kwargs)["graph_max_batch"] == 512
-    assert req.provenance["graph_limit"]["batch"] == 512
+    # GLM-5 (MLA with DSA) on sglang 0.5.23: prefill graphs up to min(8192, chunk 8192)
+    assert req.shapes[0].experts == 32 and dict(req.target.kwargs)["graph_max_batch"] == 8192
+    assert req.provenance["graph_limit"]["batch"] == 8192
 
 
 def test_cli_limit_precedence(h200, tmp_path):
@@ -96,7 +107,8 @@ def test_cli_limit_precedence(h200, tmp_path):
         return dict(_request(tmp_path, *argv).target.kwargs)["graph_max_batch"]
 
     assert limit("--model", "glm-5", "--ep", "8") == graph_limit.DEFAULT
-    assert limit("--model", "glm-5", "--tp", "2", "--emit", "sglang") == 256
+    assert limit("--model", "glm-5", "--tp", "2", "--emit", "sglang") == 8192
+    assert limit("--model", "glm-5", "--tp", "2", "--emit", "sglang", "--engine-version", "0.5.16") == 256
     assert limit("--model", "glm-5", "--ep", "8", "--emit", "vllm", "--graph-max-batch", "64") == 64
     assert limit("--graph-max-batch", "0", "--", "vllm", "serve", "zai-org/GLM-5", "-tp", "8") == 0
     assert limit("--", "vllm", "serve", "zai-org/GLM-5", "-tp", "8", "--enforce-eager") == 0

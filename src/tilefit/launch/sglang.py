@@ -20,6 +20,12 @@ EP_SPANNING_A2A = frozenset({"deepep", "deepep_v2", "megamoe", "mooncake", "nixl
                              "flashinfer", "flashinfer_megamoe", "mori", "pplx"})
 
 TABLE = table(ENGINE)  # data/tables.toml: the flags that matter and their spellings
+# Flags the prefill CUDA-graph rules read (engines/sglang_prefill.py), named as sglang names them.
+PREFILL_FLAGS = ("disable_prefill_cuda_graph", "disable_piecewise_cuda_graph",
+                 "cuda_graph_backend_prefill", "cuda_graph_max_bs_prefill",
+                 "piecewise_cuda_graph_max_tokens", "cuda_graph_bs_prefill",
+                 "piecewise_cuda_graph_tokens", "enable_two_batch_overlap", "enable_torch_compile",
+                 "enable_eplb", "speculative_algorithm", "dcp_size", "deepep_mode")
 
 
 def layout_of(tp: int = 1, ep: int = 1, dp: int = 1, *, dp_attention: bool = False,
@@ -89,11 +95,24 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec
     notes = list(p.notes) + list(par.notes)
     layout, replicas = par.layout, par.replicas
     backend = v.get("moe_backend") or ("flashinfer_cutlass" if v.get("legacy_fi_cutlass") else None)
-    extra = tuple((k, str(v[k])) for k in ("a2a", "moe_dense_tp") if k in v)
+    # Other flags engine rules read, by sglang's own names (the prefill-graph rules among them).
+    own = {"a2a": "moe_a2a_backend", "moe_dense_tp": "moe_dense_tp_size", **{k: k for k in PREFILL_FLAGS}}
+    extra = tuple((own[k], _text(v[k])) for k in own if k in v and v[k] not in (None, False))
+    if v.get("dp_attention") or attn_dp > 1:
+        extra += (("enable_dp_attention", "true"),)
     settings = LaunchSettings.from_values(
         v, "static", moe_backend=backend, flashinfer_autotune=False if v.get("no_autotune") else None,
-        extra=tuple((("moe_a2a_backend" if k == "a2a" else "moe_dense_tp_size"), val) for k, val in extra))
+        extra=extra)
     extra_pos = p.positionals[1:] if not v.get("model") else p.positionals
     return LaunchSpec(ENGINE, str(model), layout, par.gpus, settings, env,
                       tuple(p.ignored), tuple(p.unknown) + tuple(extra_pos), tuple(args),
                       replicas=replicas, pipeline=pp, nodes=nodes, notes=tuple(notes))
+
+
+def _text(value: object) -> str:
+    """A flag's value as LaunchSettings.extra holds it: ints lists space-separated, true for a switch."""
+    if value is True:
+        return "true"
+    if isinstance(value, (tuple, list)):
+        return " ".join(str(x) for x in value)
+    return str(value)

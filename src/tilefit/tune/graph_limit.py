@@ -16,11 +16,12 @@ Engine defaults are the memory plan's (`memory.plan.rules_for(engine).defaults`)
 min(2 x max_num_seqs, 512 (1024 on cc 10.x from 0.28.0), max_num_batched_tokens); sglang by GPU
 memory and --tp (e.g. 512 on 90-160 GiB GPUs at tp >= 4). Each module names the wheels read.
 
-Not followed yet: sglang's prefill graphs. From 0.5.15 sglang captures prefill in breakable CUDA
-graphs by default on CUDA (model_executor/cuda_graph_config.py), up to chunked_prefill_size tokens
-(MLA models at most 8192: arg_groups/memory_hook.py, 0.5.23) unless the setup is incompatible
-(arg_groups/cuda_graph_hook.py); under it larger batches run as replays too. The limit here is the
-decode graphs'.
+sglang also runs prefill batches inside CUDA graphs, the MoE layers included (piecewise graphs in
+0.5.10-0.5.14, breakable ones from 0.5.15), up to chunked_prefill_size tokens or less
+(engines/sglang_prefill.py has the rules and the wheels they were read from): its limit is the
+larger of the decode and the prefill graphs' maxima. vLLM's one limit covers both: in its default
+mode (FULL_AND_PIECEWISE) prefill and mixed batches of up to max_cudagraph_capture_size tokens run
+in piecewise graphs (config/compilation.py CUDAGraphMode, 0.33.0).
 """
 
 from __future__ import annotations
@@ -65,10 +66,19 @@ def from_launch(spec: Any, arch: Architecture, gpu: GPU, version: str | None) ->
     """The limit a parsed launch command (`tilefit.launch.LaunchSpec`) gives on `gpu`."""
     from tilefit.memory.base import from_launch as memory_inputs
 
+    parallel, settings = memory_inputs(spec)
+    decode = _decode_from_launch(spec, arch, gpu, parallel, settings, version)
+    if spec.engine != "sglang":
+        return decode
+    return _with_prefill(decode, _sglang_prefill(arch, gpu, parallel, settings, version, spec.flags(),
+                                                 spec.pipeline, spec.settings.disable_cuda_graph))
+
+
+def _decode_from_launch(spec: Any, arch: Architecture, gpu: GPU, parallel: Parallel,
+                        settings: Settings, version: str | None) -> GraphLimit:
     ls = spec.settings
     if ls.disable_cuda_graph:
         return GraphLimit(0, f"the {spec.engine} launch command turns CUDA graphs off")
-    parallel, settings = memory_inputs(spec)
     if ls.cuda_graph_batch_sizes:
         sizes = list(ls.cuda_graph_batch_sizes)
         if spec.engine == "vllm":  # sizes over max_num_batched_tokens are dropped
@@ -88,8 +98,14 @@ def from_engines(engines: tuple[str, ...], arch: Architecture, gpu: GPU, gpus: i
     layout, read as each engine's flags); the others' smaller limits are named."""
     from tilefit.memory.base import Parallel, Settings
 
-    limits = [_engine_default(e, arch, gpu, Parallel.for_engine(e, gpus, ep), Settings(), version,
-                              "defaults") for e in engines]
+    limits = []
+    for e in engines:
+        parallel = Parallel.for_engine(e, gpus, ep)
+        limit = _engine_default(e, arch, gpu, parallel, Settings(), version, "defaults")
+        if e == "sglang":
+            limit = _with_prefill(limit, _sglang_prefill(arch, gpu, parallel, Settings(), version, {},
+                                                         1, False))
+        limits.append(limit)
     top = max(limits, key=lambda g: g.batch)
     others = [g for g in limits if g.batch < top.batch]
     if not others:
@@ -118,6 +134,24 @@ def _engine_default(engine: str, arch: Architecture, gpu: GPU, parallel: Paralle
     given = " (as the launch command sets it)" if settings.cuda_graph_max_bs else ""
     return GraphLimit(batch, f"{engine} {release} captures up to {batch}{given} with the {what} on "
                              f"{gpu.name} at {_flags(engine, parallel)}")
+
+
+def _sglang_prefill(arch: Architecture, gpu: GPU, parallel: Parallel, settings: Settings,
+                    version: str | None, flags: dict[str, str], pp: int, no_graphs: bool) -> Any:
+    """sglang's prefill-graph maximum for this model, GPU and launch flags ({}: the defaults)."""
+    from tilefit.engines.sglang_prefill import Model, prefill_graphs
+
+    att = arch.attention
+    chunk = engine_settings("sglang", arch, gpu, parallel, settings, version).chunked_prefill
+    return prefill_graphs(version, Model(att.is_mla, att.is_mla and att.has_indexer, arch.linear_attention),
+                          flags, pp=pp, chunked_prefill=chunk, disable_cuda_graph=no_graphs)
+
+
+def _with_prefill(decode: GraphLimit, prefill: Any) -> GraphLimit:
+    """The larger of the decode graphs' limit and the prefill graphs' maximum, both named."""
+    if prefill.max_tokens > decode.batch:
+        return GraphLimit(prefill.max_tokens, f"{prefill.why}; decode: {decode.source}")
+    return GraphLimit(decode.batch, f"{decode.source}; prefill: {prefill.why}")
 
 
 def _flags(engine: str, parallel: Parallel) -> str:
