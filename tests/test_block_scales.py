@@ -106,3 +106,33 @@ def test_fit_takes_the_form_for_triton_moe_only(cli):
     assert [r["smem_bytes"] for r in column.json()] == [98816]
     bad = cli("fit", "--family", "flashinfer-cutlass", "--arch", "sm90", "--scales", "row")
     assert bad.code == 2 and "--scales applies to --family triton-moe only" in bad.err
+
+
+# ------------------------------------------------------------------ what the engines run as tuned
+# Neither engine runs an fp8-block BLOCK_SIZE_K wider than the 128-wide scale block as tilefit's
+# kernel does (vLLM clamps it, SGLang would scale two groups by one: Engine.runs_as_tuned). A run
+# that writes their files searches only the rest: on the H200 (session 11) a search of the whole
+# grid left SGLang's file at batch 1 with a finalist 1.9x slower than a 128-wide config it had timed.
+
+def test_a_run_for_the_engines_searches_only_what_they_run_as_tuned():
+    from tilefit.tune.targets.base import TuneShape
+    from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
+
+    fp8 = TuneShape("gemm1", 32, 6144, 2048, 8, "fp8-block", 256)
+    everything = TilefitMoETarget(gpu="h200").space(fp8)
+    for engines in (("sglang",), ("vllm",), ("vllm", "sglang")):
+        kept = TilefitMoETarget(gpu="h200", engines=engines).space(fp8)
+        assert kept == [c for c in everything if c.block_k <= 128] and len(kept) < len(everything)
+    bf16 = fp8.__class__("gemm1", 32, 6144, 2048, 8, "bf16", 256)
+    assert TilefitMoETarget(gpu="h200", engines=("sglang",)).space(bf16) == \
+        TilefitMoETarget(gpu="h200").space(bf16)
+
+
+def test_the_summary_says_what_was_searched(h200, tmp_path):
+    req = _request(tmp_path, "--", "python3", "-m", "sglang.launch_server", "--model-path",
+                   "zai-org/GLM-5-FP8", "--tp", "8", "--ep", "8")
+    assert dict(req.target.kwargs)["engines"] == ("sglang",)
+    # BLOCK_SIZE_K 64 and 128 of the grid's three (64, 128, 256)
+    assert req.provenance["searched"].startswith("searched 1,280 of the 1,920 configs: the ones SGLang run")
+    own = _request(tmp_path, "--model", "glm-5-fp8", "--ep", "8")
+    assert "searched" not in own.provenance

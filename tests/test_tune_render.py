@@ -1,4 +1,4 @@
-"""`tilefit tune`'s text summary (cli/tune_cmd.render)."""
+"""`tilefit tune`'s text summary (cli/tune_view.render)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def _report(rows, ceilings=True):
 
 
 def test_rows_above_the_measured_floor_are_explained():
-    from tilefit.cli.tune_cmd import render
+    from tilefit.cli.tune_view import render
 
     text = render(_report([_row(1, 72.0), _row(64, 107.7), _row(128, 104.9)]))
     assert "2 rows above 100% of the measured floor" in text
@@ -27,3 +27,13 @@ def test_rows_above_the_measured_floor_are_explained():
     assert "above 100%" not in render(_report([_row(1, 72.0), _row(64, 99.9)]))
     # Without measured ceilings the floor is the catalog's: no such note.
     assert "above 100%" not in render(_report([_row(64, 107.7)], ceilings=False))
+
+
+def test_the_scale_form_and_the_searched_part_are_said_for_fp8_block():
+    from tilefit.cli.tune_view import render
+
+    text = render(_report([_row(1, 72.0)]), scales="row",
+                  searched="searched 1,280 of the 1,920 configs: the ones SGLang run as tuned")
+    assert "fp8 block weight scales applied per row" in text and "searched 1,280" in text
+    plain = render(_report([_row(1, 72.0)]))
+    assert "weight scales" not in plain and "searched" not in plain

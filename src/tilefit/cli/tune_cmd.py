@@ -212,6 +212,7 @@ def build_request(args: argparse.Namespace) -> Any:
         graph = _graph_limit(args, spec, model_name, gpu, layout, emit)
         kwargs["graph_max_batch"] = graph.batch
         kwargs["scales"] = _block_scales(dtype, emit, args.engine_version)
+        kwargs["engines"] = emit  # search only what the engines written for run as tuned
     if args.emit and target not in ("tilefit", *CPU_TARGETS):
         raise UsageError(f"--emit writes engine files from a tuning of tilefit's kernel; with "
                          f"--target {target} the engine's own files are written already")
@@ -237,7 +238,8 @@ def build_request(args: argparse.Namespace) -> Any:
         engine_version=args.engine_version,
         provenance={"model": model.name, "layout": layout.label()}
         | ({"graph_limit": graph.as_dict()} if graph is not None else {})
-        | ({"block_scales": kwargs["scales"]} if "scales" in kwargs and dtype == "fp8-block" else {}),
+        | ({"block_scales": kwargs["scales"]} if "scales" in kwargs and dtype == "fp8-block" else {})
+        | _searched(factory, kwargs, shape, emit),
         trace=Path(args.trace) if args.trace else None)
 
 
@@ -289,6 +291,23 @@ def _graph_limit(args: argparse.Namespace, spec: Any, model_name: str, gpu: Any,
     return graph_limit.from_engines(emit, arch, gpu, layout.gpus, layout.ep, args.engine_version)
 
 
+def _searched(factory: Any, kwargs: dict[str, Any], shape: Any, emit: tuple[str, ...]) -> dict[str, str]:
+    """{"searched": a line} when the engines written for leave configs of tilefit's grid out
+    (the target searches only what they run as tuned), else {}."""
+    if "engines" not in kwargs or not emit:
+        return {}
+    from tilefit.engines import get_engine
+    from tilefit.tune.targets.base import TargetSpec
+
+    target = TargetSpec.of(factory, **kwargs).build()
+    grid = len(target.family.configs(target.arch, shape.dtype))
+    kept = len(target.space(shape))
+    if kept == grid:
+        return {}
+    titles = " and ".join(get_engine(e).title for e in emit)
+    return {"searched": f"searched {kept:,} of the {grid:,} configs: the ones {titles} run as tuned"}
+
+
 def _block_scales(dtype: str, emit: tuple[str, ...], engine_version: str | None) -> str:
     """How tilefit's kernel applies fp8-block weight scales while tuning: as the engines whose
     files are written do ("row" when all of them apply one per row where a tile's columns share
@@ -317,56 +336,9 @@ def _ray_options(args: argparse.Namespace, target: str) -> Any:
     return RayOptions(args.ray, compile_tasks=args.compile_workers)
 
 
-def render(report: Any, graph: Any = None, scales: str | None = None) -> str:
-    """The summary; `graph` (a tune.graph_limit.GraphLimit) says up to which batch rows were
-    graph-timed, `scales` how fp8-block weight scales were applied (None: not fp8-block)."""
-    from tilefit.cli.output import table
-    from tilefit.tune.results import describe
-
-    measured = report.ceilings is not None
-    rows = []
-    for r in report.rows:
-        row = [r.job, r.batch, r.config.label() if r.config else "-", r.timing, r.time_us,
-               r.pct_of_floor]
-        if measured:
-            row.append(r.pct_of_catalog_floor)
-        rows.append(row + [r.default_us, r.speedup, r.trials, r.exhaustive_us])
-    floor_heads = ["% of floor", "% of catalog floor"] if measured else ["% of catalog floor"]
-    lines = [table(["gemm", "batch", "config", "timing", "time us", *floor_heads, "default us",
-                    "speedup", "trials", "exhaustive us"], rows)]
-    lines.append("")
-    lines.append("time us: the pick's median over the finalists' quiet re-timing rounds "
-                 "(timing: cuda-graph = per launch in graph replays over weights larger than L2; "
-                 "events = do_bench, host launch inside)")
-    if graph is not None:
-        lines.append(graph.line())
-    if scales is not None:
-        lines.append(f"fp8 block weight scales applied per {scales}: as the engines whose files "
-                     f"are written apply them (per column without --emit)")
-    if report.ceilings is not None:
-        lines.append(report.ceilings.line())
-        over = sum(1 for r in report.rows if (r.pct_of_floor or 0.0) > 100.0)
-        if over:  # H200, session 9: GLM-5 weights streamed at 4.55 TB/s against a 4.22 TB/s copy
-            lines.append(f"{over} row{'s' if over > 1 else ''} above 100% of the measured floor: "
-                         f"the kernel read memory faster than the measured copy (which reads and "
-                         f"writes); the catalog floor is the hard bound")
-    lines.append(f"{report.wall_s:,.1f} s; worker restarts {report.worker_restarts}; "
-                 f"{report.resumed_entries} journal entries resumed")
-    if report.stale_entries:
-        lines.append(f"{report.stale_entries} journal entries from {'; '.join(report.stale_contexts)} "
-                     f"were measured again (another GPU or other Triton/torch versions)")
-    for f in report.files:
-        lines.append(f"wrote {f}")
-    if report.figures is not None:
-        lines += report.figures.lines()
-    for bug in report.model_bugs:
-        lines.append(f"SMEM MODEL BUG: {bug.config.label()} ({bug.shape}) passed the prefilter "
-                     f"but failed at launch: {describe(bug.result)}")
-    return "\n".join(lines)
-
-
 def run(args: argparse.Namespace) -> int:
     from tilefit.cli.output import print_json
+    from tilefit.cli.tune_view import render
     from tilefit.tune.run import tune
 
     req, graph = build_request(args), None
@@ -384,12 +356,12 @@ def run(args: argparse.Namespace) -> int:
         report = tune(req, progress)
     finally:
         progress.close()
-    scales = req.provenance.get("block_scales")
+    scales, searched = req.provenance.get("block_scales"), req.provenance.get("searched")
     if args.json:
         print_json(report.as_dict() | {"graph_limit": graph.as_dict() if graph else None,
-                                       "block_scales": scales})
+                                       "block_scales": scales, "searched": searched})
     else:
-        print(render(report, graph, scales))
+        print(render(report, graph, scales, searched))
     if report.model_bugs or any(r.config is None for r in report.rows):
         return 1
     return 0

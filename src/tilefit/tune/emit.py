@@ -2,9 +2,10 @@
 for a GPU box where the engine is not installed yet. vLLM's and SGLang's fused-MoE Triton kernels
 take the same six config keys as tilefit's kernel, over the same grid, except that with 128x128
 block-scaled fp8 neither runs a BLOCK_SIZE_K of 256 as tilefit's kernel does (vLLM clamps it to
-128, SGLang would scale two groups with one scale: Engine.runs_as_tuned). Such a pick is replaced
-in that engine's file by the fastest re-timed finalist the engine runs as tuned, and the sidecar
-says so.
+128, SGLang would scale two groups with one scale: Engine.runs_as_tuned). `tilefit tune` searches
+only the configs every engine it writes for runs as tuned (TilefitMoETarget's `engines`); a pick
+made otherwise (another target, a search of the whole grid) is replaced in that engine's file by
+the fastest re-timed finalist the engine runs as tuned, and the sidecar says so.
 
 Names and contents are each engine's own (tilefit.engines: `write_tuned_configs`): E = local
 experts, N = the per-rank expert width, dtype/block_shape selectors for 128x128 block-scaled fp8

@@ -80,7 +80,8 @@ class TilefitMoETarget:
                  arch: str = "", graph_max_batch: int = GRAPH_MAX_BATCH,
                  probe_warmup_ms: float = PROBE_WARMUP_MS, probe_rep_ms: float = PROBE_REP_MS,
                  graph_ms: float = GRAPH_MS, probe_launches: int = PROBE_GRAPH_LAUNCHES,
-                 probe_graph_ms: float = PROBE_GRAPH_MS, scales: str = "column"):
+                 probe_graph_ms: float = PROBE_GRAPH_MS, scales: str = "column",
+                 engines: tuple[str, ...] = ()):
         from tilefit.kernels.triton_moe.smem import SCALES
 
         if scales not in SCALES:
@@ -88,6 +89,11 @@ class TilefitMoETarget:
         # fp8-block weight scales per column (vLLM's kernel) or per row where a tile's columns
         # share one (SGLang's): the engine the files are for decides (cli/tune_cmd.py).
         self.scales = scales
+        # The engines whose files are written: only configs every one of them runs as tilefit's
+        # kernel ran them are searched (Engine.runs_as_tuned: neither runs an fp8-block
+        # BLOCK_SIZE_K wider than the scale block as tuned), so their files hold the best of
+        # what they run, not a finalist standing in for a pick they would refuse.
+        self.engines = tuple(engines)
         self.gpu = gpu
         self.arch_name = arch  # set for a GPU not in the catalog: its arch read from the device
         if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
@@ -126,7 +132,14 @@ class TilefitMoETarget:
         return get_family("triton-moe")
 
     def space(self, shape: TuneShape) -> list[Any]:
-        return list(self.family.configs(self.arch, shape.dtype))
+        configs = list(self.family.configs(self.arch, shape.dtype))
+        if not self.engines:
+            return configs
+        from tilefit.engines import get_engine
+
+        engines = [get_engine(e) for e in self.engines]
+        return [c for c in configs
+                if all(e.runs_as_tuned(c.as_dict(), shape.dtype) is None for e in engines)]
 
     def config_from_dict(self, data: dict[str, Any]) -> Any:
         from tilefit.kernels.triton_moe.config import MoEConfig
