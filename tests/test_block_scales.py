@@ -133,6 +133,12 @@ def test_the_summary_says_what_was_searched(h200, tmp_path):
                    "zai-org/GLM-5-FP8", "--tp", "8", "--ep", "8")
     assert dict(req.target.kwargs)["engines"] == ("sglang",)
     # BLOCK_SIZE_K 64 and 128 of the grid's three (64, 128, 256)
-    assert req.provenance["searched"].startswith("searched 1,280 of the 1,920 configs: the ones SGLang run")
+    assert req.provenance["searched"].startswith("searched 1,280 of the 1,920 configs: the ones SGLang runs")
     own = _request(tmp_path, "--model", "glm-5-fp8", "--ep", "8")
     assert "searched" not in own.provenance
+
+
+def test_two_engines_are_named_together(h200, tmp_path):
+    req = _request(tmp_path, "--model", "glm-5-fp8", "--ep", "8", "--emit", "vllm,sglang")
+    assert req.provenance["searched"].endswith("the ones vLLM and SGLang run as tuned")
+    assert dict(req.target.kwargs)["scales"] == "column"  # one tuning for both: vLLM's form

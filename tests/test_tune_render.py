@@ -33,7 +33,7 @@ def test_the_scale_form_and_the_searched_part_are_said_for_fp8_block():
     from tilefit.cli.tune_view import render
 
     text = render(_report([_row(1, 72.0)]), scales="row",
-                  searched="searched 1,280 of the 1,920 configs: the ones SGLang run as tuned")
+                  searched="searched 1,280 of the 1,920 configs: the ones SGLang runs as tuned")
     assert "fp8 block weight scales applied per row" in text and "searched 1,280" in text
     plain = render(_report([_row(1, 72.0)]))
     assert "weight scales" not in plain and "searched" not in plain

@@ -305,7 +305,8 @@ def _searched(factory: Any, kwargs: dict[str, Any], shape: Any, emit: tuple[str,
     if kept == grid:
         return {}
     titles = " and ".join(get_engine(e).title for e in emit)
-    return {"searched": f"searched {kept:,} of the {grid:,} configs: the ones {titles} run as tuned"}
+    verb = "run" if len(emit) > 1 else "runs"
+    return {"searched": f"searched {kept:,} of the {grid:,} configs: the ones {titles} {verb} as tuned"}
 
 
 def _block_scales(dtype: str, emit: tuple[str, ...], engine_version: str | None) -> str:
