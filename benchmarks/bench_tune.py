@@ -86,7 +86,8 @@ def _request(args: argparse.Namespace, layer: Any, out: Path, retime_ms: tuple[f
                              warmup_ms=warmup_ms, rep_ms=rep_ms, graph_ms=graph_ms,
                              probe_warmup_ms=args.probe_warmup_ms, probe_rep_ms=args.probe_rep_ms,
                              probe_launches=args.probe_launches, graph_max_batch=args.graph_max_batch,
-                             probe_graph_ms=args.probe_graph_ms, scales=args.scales)
+                             probe_graph_ms=args.probe_graph_ms, scales=args.scales,
+                             swap_ab=args.swap_ab)
         devices = tuple(range(torch.cuda.device_count()))[: args.gpus or None]
     return TuneRequest(spec, (layer,), kw.pop("batches"), out, args.gpu, args.device_name,
                        compile_workers=args.compile_workers or default_compile_workers(),
@@ -199,7 +200,7 @@ def result(args: argparse.Namespace, layout: str, fast: Any, sweep: Any | None,
         "timing": "finalists re-timed in quiet, median of the rounds; batches <= "
                   f"{args.graph_max_batch}: CUDA-graph replays over weight copies touching 4x the "
                   "L2 size per pass; larger: do_bench (CUDA events per launch, L2 cleared)",
-        "versions": _versions(), "block_scales": args.scales,
+        "versions": _versions(), "block_scales": args.scales, "swap_ab": args.swap_ab,
     }
     if sweep is not None and recorded is not None:
         out["checked_against"] = "the recorded sweep's best 4 configs per row (" + args.against + ")"
@@ -312,6 +313,9 @@ def main() -> None:
     p.add_argument("--scales", default="column", choices=("column", "row"),
                    help="fp8-block weight scales per column (vLLM's kernel) or per row where a "
                         "tile's columns share one (SGLang's)")
+    p.add_argument("--swap-ab", action="store_true",
+                   help="fp8 tiles with BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64 computed as B^T A^T "
+                        "(vLLM >= 0.25 and SGLang on sm90)")
     p.add_argument("--work", default=".cache/bench_tune")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--out-dir", default="benchmarks/results")

@@ -237,7 +237,8 @@ def launch_base(p, cfg, al, tw):
         a_s.stride(0) if sc else 0, a_s.stride(1) if sc else 0,
         b_s.stride(0) if sc else 0, b_s.stride(1) if sc else 0, b_s.stride(2) if sc else 0,
         A_ROWS_PER_TOKEN=p["arpt"], MUL_ROUTED_WEIGHT=tw is not None, BLOCK_SCALED=sc,
-        GROUP_K=128, GROUP_N=128, ROW_SCALE=False, BLOCK_SIZE_M=cfg.block_m, BLOCK_SIZE_N=cfg.block_n,
+        GROUP_K=128, GROUP_N=128, ROW_SCALE=False, SWAP_AB=False, BLOCK_SIZE_M=cfg.block_m,
+        BLOCK_SIZE_N=cfg.block_n,
         BLOCK_SIZE_K=cfg.block_k, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
 
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "src/tilefit/kernels/triton_moe/data"
 ROW_TABLE = "fp8-block-row"  # smem.ROW_TABLE (not imported here: workers import on first job)
+SWAP_SUFFIX = "-swap"  # smem.SWAP_SUFFIX: the swap-AB tables, sm90 and the tiles it applies to
+SWAP_DTYPES = f"fp8{SWAP_SUFFIX},fp8-block{SWAP_SUFFIX},{ROW_TABLE}{SWAP_SUFFIX}"
 
 
 def _compile(job, full=False):
@@ -33,9 +35,11 @@ def _compile(job, full=False):
     from tilefit.kernels.triton_moe.spec import compile_config
 
     try:
-        row = dtype == ROW_TABLE  # fp8-block with SGLang's per-row weight scales
-        r = compile_config(MoEConfig(*values), get_arch(arch).cc_int, "fp8-block" if row else dtype,
-                           full=full, row_scale=row)
+        swap = dtype.endswith(SWAP_SUFFIX)  # the engines' sm90 swap-AB path
+        unswapped = dtype[:-len(SWAP_SUFFIX)] if swap else dtype
+        row = unswapped == ROW_TABLE  # fp8-block with SGLang's per-row weight scales
+        r = compile_config(MoEConfig(*values), get_arch(arch).cc_int, "fp8-block" if row else unswapped,
+                           full=full, row_scale=row, swap_ab=swap)
         return job, r.shared, r.seconds, ""
     except Exception as exc:  # a compiler crash is a result, not the end of the run
         return job, -1, 0.0, f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -44,9 +48,10 @@ def _compile(job, full=False):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--archs", default=None, help="comma-separated (default: every catalogued arch)")
-    p.add_argument("--dtypes", default=f"bf16,fp8,fp8-block,{ROW_TABLE}",
+    p.add_argument("--dtypes", default=f"bf16,fp8,fp8-block,{ROW_TABLE},{SWAP_DTYPES}",
                    help=f"table dtypes; {ROW_TABLE} is fp8-block with one weight scale per row "
-                        f"where a tile's columns share one (SGLang's kernel)")
+                        f"where a tile's columns share one (SGLang's kernel); *{SWAP_SUFFIX} the "
+                        f"fp8 tiles vLLM and SGLang compute as B^T A^T on sm90 (swap-AB)")
     p.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--out", type=Path, default=DATA)
     p.add_argument("--fit-only", action="store_true", help="refit calibration from the recorded table")
@@ -79,10 +84,16 @@ def main(argv=None) -> int:
         archs = a.archs.split(",") if a.archs else [x.name for x in all_archs()]
         for arch in archs:
             for dtype in a.dtypes.split(","):
-                base = "fp8-block" if dtype == ROW_TABLE else dtype
+                swap = dtype.endswith(SWAP_SUFFIX)
+                unswapped = dtype[:-len(SWAP_SUFFIX)] if swap else dtype
+                base = "fp8-block" if unswapped == ROW_TABLE else unswapped
                 if base not in FAMILY.dtypes(get_arch(arch)):
                     continue  # e.g. no e4m3 tensor-core dots before sm89
+                if swap and get_arch(arch).cc[0] != 9:
+                    continue  # the engines swap on sm90 only
                 space = grid_configs(base, "distinct")
+                if swap:
+                    space = [c for c in space if smem.swapped(c, base, True)]
                 if a.sample:
                     space = rng.sample(space, min(a.sample, len(space)))
                 for cfg in space:

@@ -79,18 +79,22 @@ def _run_block_scaled() -> dict:
     # BLOCK_SIZE_K 128/256 take one dot per scale group, 64/32 one dot per step inside a group;
     # BLOCK_SIZE_N 32/64 read the b scale of their 128-wide group per column, or (row_scale,
     # SGLang's form) once per tile; BLOCK_SIZE_N 256 spans two groups and stays per column.
+    # swap_ab computes each step as B^T A^T (the engines' sm90 path), in both scale forms.
+    af = dequantize(a, a_s, 1, 128)
+    bf = dequantize(b, b_s, 128, 128)
+    ref = torch.stack([af[r // k_top] @ bf[ids.reshape(-1)[r]].T for r in range(t * k_top)])
     for cfg in [MoEConfig(16, 128, 128, 1, 4, 2), MoEConfig(16, 128, 256, 1, 4, 2),
                 MoEConfig(16, 64, 64, 1, 4, 2), MoEConfig(16, 32, 128, 1, 4, 2),
                 MoEConfig(32, 64, 32, 1, 4, 2), MoEConfig(16, 256, 64, 1, 4, 2)]:
-        for row in (False, True):
+        for row, swap in ((False, False), (True, False), (False, True), (True, True)):
+            if swap and cfg.block_n < 64:
+                continue
             al = moe_align(ids, e, cfg.block_m)
             c = torch.full((t * k_top, n), float("nan"), dtype=torch.float32)
             grouped_gemm(a, b, c, al, cfg, a_rows_per_token=k_top, a_scale=a_s, b_scale=b_s,
-                         row_scale=row)
-            af = dequantize(a, a_s, 1, 128)
-            bf = dequantize(b, b_s, 128, 128)
-            ref = torch.stack([af[r // k_top] @ bf[ids.reshape(-1)[r]].T for r in range(t * k_top)])
-            errs[cfg.label() + (" row" if row else "")] = ((c - ref).norm() / ref.norm()).item()
+                         row_scale=row, swap_ab=swap)
+            label = cfg.label() + (" row" if row else "") + (" swap" if swap else "")
+            errs[label] = ((c - ref).norm() / ref.norm()).item()
     # K = 3 scale groups with BLOCK_SIZE_K 256: the last step's second group lies past K. The
     # scales are views into NaN-padded buffers, so a scale read past a row's end shows as NaN.
     kk = 384
@@ -193,7 +197,7 @@ def test_fused_moe_matches_reference(name, dtype):
 
 def test_block_scaled_path_matches_dequantised_reference():
     errs = _in_interpreter("scaled")
-    assert len(errs) == 13 and all(v < 2e-3 for v in errs.values()), errs
+    assert len(errs) == 23 and all(v < 2e-3 for v in errs.values()), errs
 
 
 def test_expert_parallel_gemm2_applies_weights_and_skips_remote_rows():

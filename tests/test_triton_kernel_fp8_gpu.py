@@ -45,8 +45,9 @@ def _case(seed: int):
 @pytest.mark.gpu
 @pytest.mark.parametrize("block_m", [16, 64])
 @pytest.mark.parametrize("block_n,block_k", PAIRS)
-@pytest.mark.parametrize("scales", ["column", "row"])
-def test_fp8_block_grouped_gemm_matches_dequantised_reference(block_m, block_n, block_k, scales):
+@pytest.mark.parametrize("scales, swap_ab", [("column", False), ("row", False), ("column", True),
+                                              ("row", True)])
+def test_fp8_block_grouped_gemm_matches_dequantised_reference(block_m, block_n, block_k, scales, swap_ab):
     from triton.runtime.errors import OutOfResources
 
     from tilefit.hw.catalog import arch_for_cc
@@ -59,19 +60,24 @@ def test_fp8_block_grouped_gemm_matches_dequantised_reference(block_m, block_n, 
     align = moe_align(ids, E, block_m)
     arch = arch_for_cc(*torch.cuda.get_device_capability())
     deep = MoEConfig(block_m, block_n, block_k, 1, 4, 3)
+    if swap_ab and not smem.swapped(deep, "fp8-block", True):
+        pytest.skip(f"{deep.label()} is not a tile the engines swap")
+    if swap_ab and arch is not None and arch.cc[0] != 9:
+        pytest.skip(f"the engines swap on sm90 only; this GPU is {arch.name}")
     fitting = [s for s in (3, 2) if arch is None
-               or FAMILY.verdict(replace(deep, num_stages=s), arch, "fp8-block", scales=scales).fits]
+               or FAMILY.verdict(replace(deep, num_stages=s), arch, "fp8-block", scales=scales,
+                                         swap_ab=swap_ab).fits]
     if 3 not in fitting:
         # e.g. 64x256x256 at 3 stages on sm90: the JIT refuses it for the bytes the model says
         with pytest.raises(OutOfResources) as refused:
             grouped_gemm(a, b, c, align, deep, a_rows_per_token=TOPK, a_scale=a_s, b_scale=b_s,
-                         row_scale=scales == "row")
-        assert refused.value.required == smem.total_bytes(deep, arch, "fp8-block", scales)
+                         row_scale=scales == "row", swap_ab=swap_ab)
+        assert refused.value.required == smem.total_bytes(deep, arch, "fp8-block", scales, swap_ab)
     if not fitting:
         pytest.skip(f"{deep.label()} does not fit {arch.name} even at 2 stages")
     cfg = replace(deep, num_stages=fitting[0])
     grouped_gemm(a, b, c, align, cfg, a_rows_per_token=TOPK, a_scale=a_s, b_scale=b_s,
-                 row_scale=scales == "row")
+                 row_scale=scales == "row", swap_ab=swap_ab)
     ref = reference_grouped_gemm(dequantize(a, a_s, 1, 128), dequantize(b, b_s, 128, 128), ids,
                                  a_rows_per_token=TOPK)
     assert torch.isfinite(c).all()

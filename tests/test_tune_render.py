@@ -37,3 +37,10 @@ def test_the_scale_form_and_the_searched_part_are_said_for_fp8_block():
     assert "fp8 block weight scales applied per row" in text and "searched 1,280" in text
     plain = render(_report([_row(1, 72.0)]))
     assert "weight scales" not in plain and "searched" not in plain
+
+
+def test_the_swapped_tiles_are_said():
+    from tilefit.cli.tune_view import render
+
+    assert "computed as B^T A^T" in render(_report([_row(1, 72.0)]), scales="row", swap_ab=True)
+    assert "B^T A^T" not in render(_report([_row(1, 72.0)]), scales="row")

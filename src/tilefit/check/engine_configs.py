@@ -21,8 +21,11 @@ MODEL_CAVEAT = ("bytes are tilefit's Triton fused-MoE kernel compiled by the ins
 def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily, choice: BackendChoice,
                          gpu: GPU, plan: LayerPlan) -> tuple[list[Finding], Checked]:
     arch, dtype = gpu.arch, choice.family_dtype
-    scales = engine.block_scales(req.engine_version)  # fp8-block: per column (vLLM) or row (SGLang)
     model = plan.model
+    # As the engine runs fp8: weight scales per column (vLLM) or row (SGLang), and on sm90 the
+    # narrow-row tiles swapped (more shared memory: kernels/triton_moe/smem.py).
+    form = {"scales": engine.block_scales(req.engine_version),
+            "swap_ab": engine.swap_ab_path(model.weight_dtype, arch, req.engine_version)}
     e_local, n = plan.local_experts, model.expert_width // plan.layout.tp
     fatal_info = engine.fatality(family.name)
     findings = [Finding(INFO, "backend", f"{choice.engine} runs {choice.engine_backend} "
@@ -37,7 +40,7 @@ def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily
                                   name=lookup.file_name))
     if lookup.found is not None:
         version, configs = read_tuned_configs(lookup.found)
-        judged = dict(zip(configs, family.judge(list(configs.values()), arch, dtype, scales=scales).verdicts))
+        judged = dict(zip(configs, family.judge(list(configs.values()), arch, dtype, **form).verdicts))
         bad = {b: v for b, v in judged.items() if not v.fits}
         source = f"tuned file {lookup.found}"
         if bad:
@@ -56,7 +59,7 @@ def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily
         defaults = engine.default_configs(req.batches, E=e_local, weight_dtype=model.weight_dtype,
                                           arch=arch, version=req.engine_version)
         verdicts = family.judge([d.as_moe_config() for d in defaults.values()], arch, dtype,
-                                  scales=scales).verdicts
+                                  **form).verdicts
         judged = dict(zip(defaults, verdicts))
         bad = {b: v for b, v in judged.items() if not v.fits}
         tried = "; ".join(str(p) for p in lookup.tried) or "no folder to search"
@@ -87,5 +90,6 @@ def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily
     checked = Checked(family.name, dtype, f"{len(judged)} configs from {source} (E={e_local}, N={n})",
                       len(judged), failing, (("E", e_local), ("N", n), ("config_source", source),
                                              ("configs", len(judged)))
-                      + ((("block_scales", scales),) if dtype == "fp8-block" else ()))
+                      + ((("block_scales", form["scales"]),) if dtype == "fp8-block" else ())
+                      + ((("swap_ab", True),) if form["swap_ab"] else ()))
     return findings, checked

@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--scales", choices=("column", "row"),
                    help="triton-moe fp8-block: weight scales applied per column (vLLM's kernel, the "
                         "default) or per row where a tile's columns share one (SGLang's kernel)")
+    p.add_argument("--swap-ab", action="store_true",
+                   help="triton-moe fp8 on sm90: tiles with BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64 "
+                        "computed as B^T A^T, as vLLM (>= 0.25) and SGLang run them")
     p.add_argument("--emit-blocklist", action="store_true",
                    help="print the tactics predicted to fail in the engine's blocklist format")
     add_json_arg(p)
@@ -51,6 +54,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         opts["gemm"] = args.gemm
     if args.scales:
         opts["scales"] = args.scales
+    if args.swap_ab:
+        opts["swap_ab"] = True
     return opts
 
 

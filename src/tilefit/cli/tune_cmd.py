@@ -213,6 +213,7 @@ def build_request(args: argparse.Namespace) -> Any:
         kwargs["graph_max_batch"] = graph.batch
         kwargs["scales"] = _block_scales(dtype, emit, args.engine_version)
         kwargs["engines"] = emit  # search only what the engines written for run as tuned
+        kwargs["swap_ab"] = _swap_ab(dtype, emit, gpu.arch, args.engine_version)
     if args.emit and target not in ("tilefit", *CPU_TARGETS):
         raise UsageError(f"--emit writes engine files from a tuning of tilefit's kernel; with "
                          f"--target {target} the engine's own files are written already")
@@ -239,6 +240,7 @@ def build_request(args: argparse.Namespace) -> Any:
         provenance={"model": model.name, "layout": layout.label()}
         | ({"graph_limit": graph.as_dict()} if graph is not None else {})
         | ({"block_scales": kwargs["scales"]} if "scales" in kwargs and dtype == "fp8-block" else {})
+        | ({"swap_ab": True} if kwargs.get("swap_ab") else {})
         | _searched(factory, kwargs, shape, emit),
         trace=Path(args.trace) if args.trace else None)
 
@@ -309,6 +311,14 @@ def _searched(factory: Any, kwargs: dict[str, Any], shape: Any, emit: tuple[str,
     return {"searched": f"searched {kept:,} of the {grid:,} configs: the ones {titles} {verb} as tuned"}
 
 
+def _swap_ab(dtype: str, emit: tuple[str, ...], arch: Any, engine_version: str | None) -> bool:
+    """Whether tilefit's kernel computes the narrow-row fp8 tiles swapped while tuning: when every
+    engine written for does on this arch (vLLM >= 0.25 and SGLang, fp8 on sm90)."""
+    from tilefit.engines import get_engine
+
+    return bool(emit) and all(get_engine(e).swap_ab_path(dtype, arch, engine_version) for e in emit)
+
+
 def _block_scales(dtype: str, emit: tuple[str, ...], engine_version: str | None) -> str:
     """How tilefit's kernel applies fp8-block weight scales while tuning: as the engines whose
     files are written do ("row" when all of them apply one per row where a tile's columns share
@@ -358,11 +368,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     scales, searched = req.provenance.get("block_scales"), req.provenance.get("searched")
+    swap_ab = bool(req.provenance.get("swap_ab"))
     if args.json:
         print_json(report.as_dict() | {"graph_limit": graph.as_dict() if graph else None,
-                                       "block_scales": scales, "searched": searched})
+                                       "block_scales": scales, "searched": searched,
+                                       "swap_ab": swap_ab})
     else:
-        print(render(report, graph, scales, searched))
+        print(render(report, graph, scales, searched, swap_ab))
     if report.model_bugs or any(r.config is None for r in report.rows):
         return 1
     return 0

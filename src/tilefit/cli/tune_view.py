@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 
-def render(report: Any, graph: Any = None, scales: str | None = None, searched: str | None = None) -> str:
+def render(report: Any, graph: Any = None, scales: str | None = None, searched: str | None = None,
+           swap_ab: bool = False) -> str:
     """The summary; `graph` (a tune.graph_limit.GraphLimit) says up to which batch rows were
     graph-timed, `scales` how fp8-block weight scales were applied (None: not fp8-block),
-    `searched` which part of the grid was searched (None: all of it)."""
+    `searched` which part of the grid was searched (None: all of it), `swap_ab` whether the
+    narrow-row fp8 tiles were computed swapped."""
     from tilefit.cli.output import table
     from tilefit.tune.results import describe
 
@@ -35,6 +37,9 @@ def render(report: Any, graph: Any = None, scales: str | None = None, searched: 
                      f"are written apply them (per column without --emit)")
     if searched:
         lines.append(searched)
+    if swap_ab:
+        lines.append("fp8 tiles with BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64 computed as B^T A^T, "
+                     "as the engines written for run them on this GPU (swap-AB)")
     if report.ceilings is not None:
         lines.append(report.ceilings.line())
         over = sum(1 for r in report.rows if (r.pct_of_floor or 0.0) > 100.0)

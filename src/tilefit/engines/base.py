@@ -61,6 +61,11 @@ class Engine(Protocol):
         block): the triton-moe family's `scales` option."""
         ...
 
+    def swap_ab_path(self, weight_dtype: str, arch: Arch | str, version: str | None = None) -> bool:
+        """Whether the engine's Triton fused-MoE kernel computes narrow-row tiles as B^T A^T for
+        this dtype and arch (the triton-moe family's `swap_ab` option)."""
+        ...
+
     def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
                           triton_version: str | None = None,
                           config_dir: str | os.PathLike[str] | None = None,

@@ -235,6 +235,9 @@ class TableEngine:
     def block_scales(self, version: str | None = None) -> str:
         raise UsageError(self._no_triton_files())
 
+    def swap_ab_path(self, weight_dtype: str, arch: Arch | str, version: str | None = None) -> bool:
+        raise UsageError(self._no_triton_files())
+
     def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
                           triton_version: str | None = None, config_dir: str | os.PathLike[str] | None = None,
                           environ: Mapping[str, str] | None = None, version: str | None = None,

@@ -248,13 +248,21 @@ class TritonEngine(TableEngine):
     # no such path in the versions read.
     swap_ab_since: str | None = None
 
-    def swaps_ab(self, config: Mapping[str, int], weight_dtype: str, arch: Arch | str) -> bool:
-        """Whether the engine runs `config` through its swap-AB path: same result, another
-        kernel, so a timing of tilefit's kernel does not carry over exactly."""
+    def swap_ab_path(self, weight_dtype: str, arch: Arch | str, version: str | None = None) -> bool:
+        """Whether the engine (`version`; None: the newest read) has its swap-AB path for
+        `weight_dtype` on `arch`: fp8 on sm90 (the triton-moe family's `swap_ab` option)."""
         dtype, _block = engine_dtype(weight_dtype)
-        return (self.swap_ab_since is not None and dtype == "fp8_w8a8"
-                and check_arch(arch).cc[0] == 9 and int(config["BLOCK_SIZE_M"]) < 64
-                and int(config["BLOCK_SIZE_N"]) >= 64)
+        if self.swap_ab_since is None or dtype != "fp8_w8a8" or check_arch(arch).cc[0] != 9:
+            return False
+        return version is None or parse_version(version) >= parse_version(self.swap_ab_since)
+
+    def swaps_ab(self, config: Mapping[str, int], weight_dtype: str, arch: Arch | str,
+                 version: str | None = None) -> bool:
+        """Whether the engine runs `config` through its swap-AB path (the tiles
+        kernels.triton_moe.config.swap_ab_tile names): same result, another kernel."""
+        from tilefit.kernels.triton_moe.config import MoEConfig, swap_ab_tile
+
+        return self.swap_ab_path(weight_dtype, arch, version) and swap_ab_tile(MoEConfig.from_dict(config))
 
     def find_tuned_config(self, *, E: int, N: int, device_name: str, weight_dtype: str,
                           triton_version: str | None = None,

@@ -78,8 +78,8 @@ def emit_engine_files(req: Any, target: Any, evaluator: Any, layer: TuneShape,
             progress("warning", {"message": f"--emit {engine}: {line}"})
         if swapped:
             how += "; replaced, as the engine would not run them as tuned: " + "; ".join(swapped)
-        caveat = _swap_ab_caveat(runs.engine, layer.dtype, getattr(target, "arch", None),
-                                 [gemm1, gemm2 or {}])
+        caveat = "" if getattr(target, "swap_ab", False) else _swap_ab_caveat(
+            runs.engine, layer.dtype, getattr(target, "arch", None), [gemm1, gemm2 or {}])
         if caveat:
             how += "; " + caveat
         caveat = _scales_caveat(runs.engine, layer.dtype, getattr(target, "scales", "column"),
@@ -138,7 +138,7 @@ def _engine_picks(runs: _RunsAsTuned, winners: dict[str, dict[int, Any]],
 
 def _swap_ab_caveat(engine: Any, dtype: str, arch: Any, per_gemm: list[dict[int, Any]]) -> str:
     """A line naming the batch sizes whose written config the engine runs through its swap-AB
-    path (Engine.swaps_ab), which tilefit's kernel does not have; '' when none (or arch unknown)."""
+    path (Engine.swaps_ab) where this run timed them unswapped; '' when none (or arch unknown)."""
     if arch is None:
         return ""
     batches = sorted({b for picks in per_gemm for b, c in picks.items()
@@ -146,9 +146,9 @@ def _swap_ab_caveat(engine: Any, dtype: str, arch: Any, per_gemm: list[dict[int,
     if not batches:
         return ""
     return (f"{engine.title} >= {engine.swap_ab_since} computes fp8 tiles with BLOCK_SIZE_M < 64 "
-            f"and BLOCK_SIZE_N >= 64 on {arch.name} as B x A (swap-AB), which tilefit's kernel "
-            f"does not: the configs for batch sizes {', '.join(map(str, batches))} were timed "
-            f"without it")
+            f"and BLOCK_SIZE_N >= 64 on {arch.name} as B x A (swap-AB), which this run did not "
+            f"(another engine written for does not): the configs for batch sizes "
+            f"{', '.join(map(str, batches))} were timed without it")
 
 
 def _scales_caveat(engine: Any, dtype: str, timed: str, version: str | None) -> str:

@@ -29,7 +29,9 @@ class TritonMoEFamily:
     # `scales`: how fp8-block weight scales are applied, "column" (one per output column: vLLM's
     # kernel, the default) or "row" (one per tile where its columns share a scale group: SGLang's);
     # the forms differ in shared memory (smem.ROW_TABLE) and speed. Other dtypes ignore it.
-    options: tuple[str, ...] = ("scales",)
+    # `swap_ab`: fp8 as vLLM (>= 0.25) and SGLang run it on sm90, the tiles with BLOCK_SIZE_M < 64
+    # and BLOCK_SIZE_N >= 64 computed as B^T A^T (config.swap_ab_tile; more shared memory).
+    options: tuple[str, ...] = ("scales", "swap_ab")
     # vLLM and SGLang launch the config their tuned file (else their default) gives: no autotuner.
     picked_by = ENGINE
 
@@ -72,16 +74,16 @@ class TritonMoEFamily:
         return None
 
     def footprint(self, config: MoEConfig, arch: Arch, dtype: str, scales: str | None = None,
-                  **_: Any) -> SmemFootprint:
-        return smem.footprint(config, arch, self._dtype(arch, dtype), scales or "column")
+                  swap_ab: bool = False, **_: Any) -> SmemFootprint:
+        return smem.footprint(config, arch, self._dtype(arch, dtype), scales or "column", bool(swap_ab))
 
     def verdict(self, config: MoEConfig, arch: Arch, dtype: str, scales: str | None = None,
-                **_: Any) -> FitVerdict:
+                swap_ab: bool = False, **_: Any) -> FitVerdict:
         d = _config.canonical_dtype(dtype)
         if d not in self.dtypes(arch):
             return FitVerdict(config, arch, None, UNSUPPORTED,
                               f"no {d} tensor-core path on {arch.name}")
-        return judge(config, arch, smem.footprint(config, arch, d, scales or "column"))
+        return judge(config, arch, smem.footprint(config, arch, d, scales or "column", bool(swap_ab)))
 
     def default_config(self, arch: Arch, dtype: str, *, M: int = 1, E: int = 1, N: int = 0,
                        K: int = 0, topk: int = 8, **_: Any) -> MoEConfig:
@@ -118,7 +120,7 @@ class TritonMoEFamily:
         return MoEConfig(16, 32, 64, 1, 4, 2)
 
     def verify(self, configs: Sequence[MoEConfig], arch: Arch, dtype: str, scales: str | None = None,
-               **_: Any) -> list[OracleCheck]:
+               swap_ab: bool = False, **_: Any) -> list[OracleCheck]:
         """Compile each config with the live Triton compiler and compare with the model."""
         from tilefit.kernels.triton_moe.spec import compile_config
 
@@ -126,8 +128,9 @@ class TritonMoEFamily:
         smem.table_dtype(d, form)  # a bad form is a UsageError before any compile
         checks = []
         for cfg in configs:
-            r = compile_config(cfg, arch.cc_int, d, row_scale=form == "row")
-            checks.append(OracleCheck(cfg, arch, smem.total_bytes(cfg, arch, d, form), r.shared,
+            swap = smem.swapped(cfg, d, swap_ab)
+            r = compile_config(cfg, arch.cc_int, d, row_scale=form == "row", swap_ab=swap)
+            checks.append(OracleCheck(cfg, arch, smem.total_bytes(cfg, arch, d, form, swap), r.shared,
                                       f"triton {r.triton_version}",
                                       {"seconds": round(r.seconds, 3), "cached": r.cached}))
         return checks

@@ -83,6 +83,13 @@ class MoEConfig:
         return cls(*(int(d[k]) for k in KEYS))
 
 
+def swap_ab_tile(config: MoEConfig) -> bool:
+    """The tiles vLLM (>= 0.25) and SGLang compute as B^T A^T for fp8 on sm90: BLOCK_SIZE_M < 64
+    and BLOCK_SIZE_N >= 64 (vllm fused_moe/utils.py enable_swap_ab, 0.25.0-0.33.0; sglang
+    fused_moe_triton_kernels.py should_enable_swap_ab, 0.5.10-0.5.23)."""
+    return config.block_m < 64 and config.block_n >= 64
+
+
 def scale_aligned_k(block_k: int) -> bool:
     """Whether a BLOCK_SIZE_K steps through K in whole 128-wide scale groups (a multiple of 128:
     one dot per group) or within one group (a divisor of 128), as the block-scaled K loop needs.

@@ -43,6 +43,7 @@ def fused_moe_kernel(
     GROUP_K: tl.constexpr,
     GROUP_N: tl.constexpr,
     ROW_SCALE: tl.constexpr,  # fp8-block: one weight scale per tile when BLOCK_SIZE_N <= GROUP_N
+    SWAP_AB: tl.constexpr,  # compute each step as B^T A^T ([BLOCK_SIZE_N, BLOCK_SIZE_M]), see _mma
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
@@ -86,7 +87,10 @@ def fused_moe_kernel(
     b_ptrs = (b_ptr + expert * stride_be + offs_k[:, None] * stride_bk
               + offs_n[None, :] * stride_bn)
 
-    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    if SWAP_AB:
+        acc = tl.zeros((BLOCK_SIZE_N, BLOCK_SIZE_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for kb in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         if BLOCK_SCALED and BLOCK_SIZE_K >= GROUP_K:
             for g in tl.static_range(BLOCK_SIZE_K // GROUP_K):
@@ -101,7 +105,8 @@ def fused_moe_kernel(
                 k_group = tl.minimum(kb * (BLOCK_SIZE_K // GROUP_K) + g, tl.cdiv(K, GROUP_K) - 1)
                 a_s = tl.load(as_ptrs + k_group * stride_ask, mask=row_mask, other=0.0)
                 b_s = tl.load(bs_ptrs + k_group * stride_bsk)
-                acc += _scaled(tl.dot(a, b), a_s, b_s, ROW_SCALE and BLOCK_SIZE_N <= GROUP_N)
+                acc += _scaled(_mma(a, b, SWAP_AB), a_s, b_s, ROW_SCALE and BLOCK_SIZE_N <= GROUP_N,
+                               SWAP_AB)
         else:
             k_left = K - kb * BLOCK_SIZE_K
             a = tl.load(a_ptrs, mask=row_mask[:, None] & (offs_k[None, :] < k_left), other=0.0)
@@ -110,12 +115,15 @@ def fused_moe_kernel(
                 k_group = kb * BLOCK_SIZE_K // GROUP_K
                 a_s = tl.load(as_ptrs + k_group * stride_ask, mask=row_mask, other=0.0)
                 b_s = tl.load(bs_ptrs + k_group * stride_bsk)
-                acc += _scaled(tl.dot(a, b), a_s, b_s, ROW_SCALE and BLOCK_SIZE_N <= GROUP_N)
+                acc += _scaled(_mma(a, b, SWAP_AB), a_s, b_s, ROW_SCALE and BLOCK_SIZE_N <= GROUP_N,
+                               SWAP_AB)
             else:
-                acc += tl.dot(a, b)
+                acc += _mma(a, b, SWAP_AB)
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
 
+    if SWAP_AB:
+        acc = tl.trans(acc)
     if MUL_ROUTED_WEIGHT:
         w = tl.load(topk_weights_ptr + row_ids, mask=row_mask, other=0.0)
         acc = acc * w[:, None]
@@ -125,13 +133,30 @@ def fused_moe_kernel(
 
 
 @triton.jit
-def _scaled(part, a_s, b_s, PER_ROW: tl.constexpr):
-    """One K group's partial product times its scales: a_s per row, b_s one scalar (PER_ROW) or
-    one per column."""
-    if PER_ROW:
-        return part * (a_s * b_s)[:, None]
+def _mma(a, b, SWAP: tl.constexpr):
+    """A [BM, BK] x B [BK, BN], or with SWAP as B^T A^T [BN, BM]: the tensor cores then take
+    BLOCK_SIZE_N as the MMA's M, the swap-AB path vLLM (>= 0.25) and SGLang run fp8 tiles with
+    BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64 through on sm90."""
+    if SWAP:
+        return tl.dot(tl.trans(b), tl.trans(a))
     else:
-        return part * a_s[:, None] * b_s[None, :]
+        return tl.dot(a, b)
+
+
+@triton.jit
+def _scaled(part, a_s, b_s, PER_ROW: tl.constexpr, SWAP: tl.constexpr):
+    """One K group's partial product times its scales: a_s per row of A, b_s one scalar (PER_ROW)
+    or one per column of B; `part` is [BM, BN], or [BN, BM] with SWAP."""
+    if SWAP:
+        if PER_ROW:
+            return part * (a_s * b_s)[None, :]
+        else:
+            return part * b_s[:, None] * a_s[None, :]
+    else:
+        if PER_ROW:
+            return part * (a_s * b_s)[:, None]
+        else:
+            return part * a_s[:, None] * b_s[None, :]
 
 
 @triton.jit

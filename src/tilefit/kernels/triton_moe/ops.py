@@ -16,7 +16,8 @@ from tilefit.kernels.triton_moe.config import FP8_BLOCK, MoEConfig, scale_aligne
 
 def grouped_gemm(a: Any, b: Any, c: Any, align: Alignment, config: MoEConfig, *,
                  a_rows_per_token: int, topk_weights: Any = None,
-                 a_scale: Any = None, b_scale: Any = None, row_scale: bool = False) -> Any:
+                 a_scale: Any = None, b_scale: Any = None, row_scale: bool = False,
+                 swap_ab: bool = False) -> Any:
     """c[row] = a[row // a_rows_per_token] @ b[expert(row)]^T (x topk weight) for every valid row.
 
     a [R, K], b [E, N, K], c [T*k, N]; align from moe_align with block_m == config.block_m.
@@ -56,6 +57,7 @@ def grouped_gemm(a: Any, b: Any, c: Any, align: Alignment, config: MoEConfig, *,
         A_ROWS_PER_TOKEN=a_rows_per_token,
         MUL_ROUTED_WEIGHT=topk_weights is not None,
         BLOCK_SCALED=scaled, GROUP_K=FP8_BLOCK, GROUP_N=FP8_BLOCK, ROW_SCALE=row_scale and scaled,
+        SWAP_AB=swap_ab,
         BLOCK_SIZE_M=config.block_m, BLOCK_SIZE_N=config.block_n, BLOCK_SIZE_K=config.block_k,
         num_warps=config.num_warps, num_stages=config.num_stages,
     )

@@ -33,21 +33,38 @@ from tilefit.kernels.base import SmemFootprint, SmemTerm
 # scales, e.g. 512 B fewer for 64x128x128 w4 s4 on sm90 (98,816 -> 98,304; Triton 3.6.0).
 ROW_TABLE = "fp8-block-row"
 SCALES = ("column", "row")  # the family's `scales` option
-ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8", "fp8-block")) | {ROW_TABLE: 1}
+# fp8 tiles computed as B^T A^T (the engines' sm90 swap-AB path, config.swap_ab_tile): the MMA's M
+# is then BLOCK_SIZE_N >= 64, so the wgmma pipeline keeps num_stages buffers where the unswapped
+# BLOCK_SIZE_M < 64 tile keeps num_stages - 1 (16x64x128 w4 s4 fp8 on sm90: 30,720 -> 40,960 B).
+# Recorded for sm90 and the tiles the engines swap only.
+SWAP_SUFFIX = "-swap"
+_FP8_TABLES = ("fp8", "fp8-block", ROW_TABLE)
+ELEM_BYTES = elem_bytes(("bf16", "fp16", "fp8", "fp8-block")) | {
+    t: 1 for t in (ROW_TABLE, *(f + SWAP_SUFFIX for f in _FP8_TABLES))}
 # fp16 compiles to the same shared memory as bf16 (same element size and layouts); the tests
-# check a sample live. Calibration tables therefore hold "bf16", "fp8" and the fp8-block two only.
+# check a sample live. Calibration tables therefore hold "bf16" and the fp8 ones only.
 TABLE_DTYPE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8-block": "fp8-block",
-               ROW_TABLE: ROW_TABLE}
+               ROW_TABLE: ROW_TABLE} | {f + SWAP_SUFFIX: f + SWAP_SUFFIX for f in _FP8_TABLES}
 
 
-def table_dtype(dtype: str, scales: str = "column") -> str:
-    """The calibration table of `dtype` with fp8-block weight scales applied per `scales`."""
+def table_dtype(dtype: str, scales: str = "column", swap_ab: bool = False) -> str:
+    """The calibration table of `dtype` with fp8-block weight scales applied per `scales`, and
+    computed swapped (swap_ab: fp8 only; bf16 and fp16 never take the engines' swap path)."""
     if scales not in SCALES:
         from tilefit.errors import UsageError
 
         raise UsageError(f"scales must be one of {', '.join(SCALES)}, got {scales!r}")
     table = TABLE_DTYPE[dtype]
-    return ROW_TABLE if table == "fp8-block" and scales == "row" else table
+    table = ROW_TABLE if table == "fp8-block" and scales == "row" else table
+    return table + SWAP_SUFFIX if swap_ab and table in _FP8_TABLES else table
+
+
+def swapped(cfg: Any, dtype: str, swap_ab: bool) -> bool:
+    """Whether `cfg` runs swapped when `swap_ab` asks for the engines' path: fp8 tiles that
+    config.swap_ab_tile names (the ones the swap tables hold)."""
+    from tilefit.kernels.triton_moe.config import swap_ab_tile
+
+    return bool(swap_ab) and TABLE_DTYPE[dtype] in _FP8_TABLES and swap_ab_tile(cfg)
 # Format 2 names per-tensor "fp8" and block-scaled "fp8-block"; tables without a format were written
 # when the family had block-scaled fp8 only and called it "fp8" (read by `upgrade_table`).
 TABLE_FORMAT = 2
@@ -228,14 +245,15 @@ def model_version() -> str:
     return load_calibration()["triton_version"]
 
 
-def _calibrated(arch: Arch, dtype: str, scales: str = "column"):
+def _calibrated(arch: Arch, dtype: str, scales: str = "column", swap_ab: bool = False):
     calib = load_calibration()
+    table = table_dtype(dtype, scales, swap_ab)
     try:
-        return calib["_lookup"][(arch.name, table_dtype(dtype, scales))]
+        return calib["_lookup"][(arch.name, table)]
     except KeyError:
         from tilefit.errors import UsageError
 
-        raise UsageError(f"no triton-moe calibration for {arch.name}/{table_dtype(dtype, scales)} (triton "
+        raise UsageError(f"no triton-moe calibration for {arch.name}/{table} (triton "
                          f"{calib['triton_version']}); run scripts/calibrate_triton.py "
                          f"--archs {arch.name}") from None
 
@@ -243,11 +261,13 @@ def _calibrated(arch: Arch, dtype: str, scales: str = "column"):
 _NO_EXTRA = (0, 0, 0)
 
 
-def total_bytes(cfg: Any, arch: Arch, dtype: str, scales: str = "column") -> int:
+def total_bytes(cfg: Any, arch: Arch, dtype: str, scales: str = "column", swap_ab: bool = False) -> int:
     """Shared memory `cfg` requests at launch on `arch` (fast path, no breakdown); `scales`: how
-    fp8-block weight scales are applied (SCALES)."""
+    fp8-block weight scales are applied (SCALES); `swap_ab`: fp8 run as the engines run it on
+    sm90, the tiles config.swap_ab_tile names computed as B^T A^T."""
     bm, bn, bk, _gm, w, s = cfg.values()
-    return _bytes(_calibrated(arch, dtype, scales), dtype, bm, bn, bk, w, s)
+    swap = swapped(cfg, dtype, swap_ab)
+    return _bytes(_calibrated(arch, dtype, scales, swap), dtype, bm, bn, bk, w, s)
 
 
 def _bytes(calibrated: tuple[dict, dict, dict], dtype: str, bm: int, bn: int, bk: int, w: int,
@@ -262,9 +282,11 @@ def _bytes(calibrated: tuple[dict, dict, dict], dtype: str, bm: int, bn: int, bk
     return pipeline if pipeline >= scratch else scratch
 
 
-def footprint(cfg: Any, arch: Arch, dtype: str, scales: str = "column") -> SmemFootprint:
+def footprint(cfg: Any, arch: Arch, dtype: str, scales: str = "column",
+              swap_ab: bool = False) -> SmemFootprint:
     """Shared memory of `cfg` on `arch` as named terms (A stages, B stages, calibrated extras)."""
-    offsets, extra, exceptions = _calibrated(arch, dtype, scales)
+    swap_ab = swapped(cfg, dtype, swap_ab)
+    offsets, extra, exceptions = _calibrated(arch, dtype, scales, swap_ab)
     bm, bn, bk, _gm, w, s = cfg.values()
     elem = ELEM_BYTES[dtype]
     buffers = s - offsets[bm]
@@ -291,8 +313,10 @@ def footprint(cfg: Any, arch: Arch, dtype: str, scales: str = "column") -> SmemF
     exc = exceptions.get((bm, bn, bk, w, s)) if exceptions else None
     calib = load_calibration()
     notes = [f"triton {calib['triton_version']} calibration"]
-    if table_dtype(dtype, scales) == ROW_TABLE:
+    if table_dtype(dtype, scales).startswith(ROW_TABLE):
         notes.append("fp8 block scales applied per row where the tile's columns share one (SGLang's kernel)")
+    if table_dtype(dtype, scales, swap_ab).endswith(SWAP_SUFFIX):
+        notes.append("computed as B^T A^T, the engines' sm90 swap-AB path")
     if exc is not None:
         notes.append("recorded oracle figure (no formula fit)")
         total = exc

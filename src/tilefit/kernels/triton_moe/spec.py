@@ -23,9 +23,10 @@ REPRESENTATIVE = {"N": 4096, "K": 6144, "E": 32, "tokens": 256, "topk": 8}
 
 def oracle_args(config: MoEConfig, dtype: str, *, gemm: str = "gemm1",
                 shape: dict[str, int] | None = None,
-                row_scale: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+                row_scale: bool = False, swap_ab: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """(args, constexprs) for `compile_kernel(fused_moe_kernel, ...)` of one launch; row_scale:
-    fp8-block weight scales applied per row where the tile's columns share one (SGLang's form)."""
+    fp8-block weight scales applied per row where the tile's columns share one (SGLang's form);
+    swap_ab: each step computed as B^T A^T (the engines' sm90 fp8 path for narrow row blocks)."""
     from tilefit.oracles.triton_compile import Pointer
 
     dtype = canonical_dtype(dtype)
@@ -56,6 +57,7 @@ def oracle_args(config: MoEConfig, dtype: str, *, gemm: str = "gemm1",
     constexprs = dict(
         A_ROWS_PER_TOKEN=a_rows_per_token, MUL_ROUTED_WEIGHT=gemm == "gemm2",
         BLOCK_SCALED=scaled, GROUP_K=FP8_BLOCK, GROUP_N=FP8_BLOCK, ROW_SCALE=row_scale and scaled,
+        SWAP_AB=swap_ab,
         BLOCK_SIZE_M=config.block_m, BLOCK_SIZE_N=config.block_n, BLOCK_SIZE_K=config.block_k,
     )
     return args, constexprs
@@ -63,14 +65,15 @@ def oracle_args(config: MoEConfig, dtype: str, *, gemm: str = "gemm1",
 
 def compile_config(config: MoEConfig, cc: int, dtype: str, *, gemm: str = "gemm1",
                    shape: dict[str, int] | None = None, use_cache: bool = True,
-                   full: bool = False, row_scale: bool = False):
+                   full: bool = False, row_scale: bool = False, swap_ab: bool = False):
     """The live oracle for one config: a CompileResult (shared bytes and metadata)."""
     from tilefit.oracles.triton_compile import compile_kernel, require_compiler
 
     require_compiler()  # MissingDependency (with the install hint) or interpreter mode, early
     from tilefit.kernels.triton_moe.kernel import fused_moe_kernel
 
-    args, constexprs = oracle_args(config, dtype, gemm=gemm, shape=shape, row_scale=row_scale)
+    args, constexprs = oracle_args(config, dtype, gemm=gemm, shape=shape, row_scale=row_scale,
+                                    swap_ab=swap_ab)
     return compile_kernel(fused_moe_kernel, cc, args=args, constexprs=constexprs,
                           num_warps=config.num_warps, num_stages=config.num_stages,
                           use_cache=use_cache, full=full)

@@ -81,7 +81,7 @@ class TilefitMoETarget:
                  probe_warmup_ms: float = PROBE_WARMUP_MS, probe_rep_ms: float = PROBE_REP_MS,
                  graph_ms: float = GRAPH_MS, probe_launches: int = PROBE_GRAPH_LAUNCHES,
                  probe_graph_ms: float = PROBE_GRAPH_MS, scales: str = "column",
-                 engines: tuple[str, ...] = ()):
+                 engines: tuple[str, ...] = (), swap_ab: bool = False):
         from tilefit.kernels.triton_moe.smem import SCALES
 
         if scales not in SCALES:
@@ -94,6 +94,9 @@ class TilefitMoETarget:
         # BLOCK_SIZE_K wider than the scale block as tuned), so their files hold the best of
         # what they run, not a finalist standing in for a pick they would refuse.
         self.engines = tuple(engines)
+        # fp8 as vLLM (>= 0.25) and SGLang run it on sm90: narrow-row tiles computed as B^T A^T
+        # (kernels/triton_moe/config.swap_ab_tile); the CLI sets it when the engines do.
+        self.swap_ab = bool(swap_ab)
         self.gpu = gpu
         self.arch_name = arch  # set for a GPU not in the catalog: its arch read from the device
         if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
@@ -115,9 +118,11 @@ class TilefitMoETarget:
     # -- protocol, no GPU needed ----------------------------------------------------------------
     @property
     def journal_name(self) -> str:
-        """The target's name in journal lines: the per-row scale form is another kernel, whose
-        compiles and timings must not answer for the per-column one's (nor the other way)."""
-        return self.name if self.scales == "column" else f"{self.name}+row-scale"
+        """The target's name in journal lines: the per-row scale form and the swapped tiles are
+        other kernels, whose compiles and timings must not answer for the plain ones' (nor the
+        other way)."""
+        return (self.name + ("+row-scale" if self.scales == "row" else "")
+                + ("+swap-ab" if self.swap_ab else ""))
 
     @property
     def arch(self) -> Any:
@@ -152,12 +157,14 @@ class TilefitMoETarget:
                                           N=n, K=k, topk=shape.topk)
 
     def smem_bytes(self, config: Any, shape: TuneShape) -> int:
-        return self.family.footprint(config, self.arch, shape.dtype, scales=self.scales).total
+        return self.family.footprint(config, self.arch, shape.dtype, scales=self.scales,
+                                     swap_ab=self.swap_ab).total
 
     def fit_reason(self, config: Any, shape: TuneShape) -> Any:
         from tilefit.tune.results import DoesNotFit
 
-        v = self.family.verdict(config, self.arch, shape.dtype, scales=self.scales)
+        v = self.family.verdict(config, self.arch, shape.dtype, scales=self.scales,
+                                swap_ab=self.swap_ab)
         if v.fits:
             return None
         need = v.footprint.total if v.footprint is not None else 0
@@ -209,7 +216,8 @@ class TilefitMoETarget:
         # reads when the specialisation matches) and answers from it when the kernel is there.
         compile_config(config, self.arch.cc_int, shape.dtype, gemm=shape.gemm,
                        shape={"N": n, "K": k, "E": shape.experts, "topk": shape.topk},
-                       use_cache=False, full=True, row_scale=self.scales == "row")
+                       use_cache=False, full=True, row_scale=self.scales == "row",
+                       swap_ab=self._swapped(config, shape))
 
     def warm(self, shape: TuneShape, gpu: bool) -> None:
         """Ahead of the first request (pools.WorkerPool.warm): what a process's first compile
@@ -347,8 +355,14 @@ class TilefitMoETarget:
                                     a_rows_per_token=shape.topk if gemm1 else 1,
                                     topk_weights=None if gemm1 else p["topk_weights"],
                                     a_scale=p["a_scale"], b_scale=b_scale,
-                                    row_scale=self.scales == "row")
+                                    row_scale=self.scales == "row", swap_ab=swapped)
+        swapped = self._swapped(config, shape)
         return launch
+
+    def _swapped(self, config: Any, shape: TuneShape) -> bool:
+        from tilefit.kernels.triton_moe.smem import swapped
+
+        return swapped(config, shape.dtype, self.swap_ab)
 
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
         return self._time(config, shape, batch, self.warmup_ms, self.rep_ms, MIN_REPLAYS,
