@@ -44,7 +44,8 @@ def grouped_mm_us(shape: Any, batch: int, graph_max_batch: int, seed: int = 0) -
     from triton.testing import do_bench
 
     from tilefit.tune.targets.gpu_timing import replay_us
-    from tilefit.tune.targets.tilefit_moe import GRAPH_LAUNCHES, MIN_REPLAYS, TilefitMoETarget, routing
+    from tilefit.tune.targets.draws import routing
+    from tilefit.tune.targets.tilefit_moe import GRAPH_LAUNCHES, MIN_REPLAYS, TilefitMoETarget
 
     ids = routing(shape, batch, seed)[0].reshape(-1).long()
     counts = torch.bincount(ids[ids >= 0], minlength=shape.experts)

@@ -28,7 +28,7 @@ from tune_results import MODEL, layer_shape  # noqa: E402
 
 def expert_rows(shape, batch: int, seed: int) -> list[int]:
     """Rows each local expert gets in the timed routing draw."""
-    from tilefit.tune.targets.tilefit_moe import routing
+    from tilefit.tune.targets.draws import routing
 
     ids = routing(shape, batch, seed)[0].reshape(-1).tolist()
     counts = [0] * shape.experts

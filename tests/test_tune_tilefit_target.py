@@ -52,7 +52,8 @@ def test_floor_counts_the_timed_routing_draw():
     from tilefit.hw.catalog import get_gpu
     from tilefit.tune.perfmodel import Device, floor_us
     from tilefit.tune.targets.base import Routed, TuneShape
-    from tilefit.tune.targets.tilefit_moe import TilefitMoETarget, routing
+    from tilefit.tune.targets.draws import routing
+    from tilefit.tune.targets.tilefit_moe import TilefitMoETarget
 
     target = TilefitMoETarget(gpu="h200")
     shape = TuneShape("gemm1", 32, 6144, 2048, 8, "bf16", 256)  # GLM-5 EP8
@@ -168,7 +169,8 @@ def test_a_rank_left_without_rows_is_routed_again_and_others_keep_their_draw():
     The draw is repeated from the same generator until a row is local; a first draw with local
     rows (GLM-5 EP8, every TP shape) stays the same."""
     torch = pytest.importorskip("torch")
-    from tilefit.tune.targets.tilefit_moe import SEED, routing
+    from tilefit.tune.targets.draws import routing
+    from tilefit.tune.targets.tilefit_moe import SEED
 
     qwen = TuneShape("gemm1", 16, 4096, 1536, 8, "fp8-block", 128)
     g = torch.Generator(device="cpu").manual_seed(SEED)

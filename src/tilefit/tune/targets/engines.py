@@ -99,7 +99,8 @@ class _EngineTarget(TilefitMoETarget):
         """w1 [E, 2I, H] and w2 [E, H, I] once per shape on the device; x and routing per batch."""
         import torch
 
-        from tilefit.tune.targets.tilefit_moe import ACTIVATIONS_KEPT, _half, routing
+        from tilefit.tune.targets.draws import half_dtype, routing
+        from tilefit.tune.targets.tilefit_moe import ACTIVATIONS_KEPT
 
         wkey = ("engine-weights", shape)
         if wkey not in self._inputs:
@@ -107,8 +108,8 @@ class _EngineTarget(TilefitMoETarget):
             g = torch.Generator(device=self.device).manual_seed(self.seed)
             h, i, e = shape.hidden, shape.width, shape.experts
             self._inputs[wkey] = {
-                "w1": (torch.randn(e, 2 * i, h, generator=g, device=self.device) / 4).to(_half(shape)),
-                "w2": (torch.randn(e, h, i, generator=g, device=self.device) / 4).to(_half(shape))}
+                "w1": (torch.randn(e, 2 * i, h, generator=g, device=self.device) / 4).to(half_dtype(shape)),
+                "w2": (torch.randn(e, h, i, generator=g, device=self.device) / 4).to(half_dtype(shape))}
         key = ("engine-batch", shape, batch)
         if key in self._inputs:  # the last few batch sizes' are kept, the newest last
             self._inputs[key] = self._inputs.pop(key)  # (tilefit_moe.ACTIVATIONS_KEPT says why)
@@ -118,7 +119,7 @@ class _EngineTarget(TilefitMoETarget):
                 del self._inputs[old]
             ids, weights = routing(shape, batch, self.seed, local=False)
             g = torch.Generator(device="cpu").manual_seed(self.seed + 1)
-            x = (torch.randn(batch, shape.hidden, generator=g) / shape.hidden ** 0.5).to(_half(shape))
+            x = (torch.randn(batch, shape.hidden, generator=g) / shape.hidden ** 0.5).to(half_dtype(shape))
             p = {"x": x.to(self.device), "ids": ids.to(self.device),
                  "weights": weights.float().to(self.device), **self._inputs[wkey]}
             if shape.total_experts != shape.experts:  # EP: global ids, a map to this rank's experts

@@ -24,6 +24,7 @@ from typing import Any
 
 from tilefit.dtypes import BITS
 from tilefit.tune.targets.base import MOE_SPACE, Routed, TuneShape
+from tilefit.tune.targets.draws import half_dtype, routing
 from tilefit.tune.targets.gpu_timing import events_together_us, replay_together_us, replay_us
 from tilefit.tune.targets import own_compiles
 from tilefit.tune.targets.kept import WEIGHTS_SHARE, KeptWeights
@@ -263,7 +264,7 @@ class TilefitMoETarget:
             n, k = shape.nk
             self.kept.make_room(shape, shape.experts * n * k * BITS[shape.dtype] // 8)
             g = torch.Generator(device=self.device).manual_seed(self.seed)
-            b = (torch.randn(shape.experts, n, k, generator=g, device=self.device) / 4).to(_half(shape))
+            b = (torch.randn(shape.experts, n, k, generator=g, device=self.device) / 4).to(half_dtype(shape))
             w = {"b": b, "b_scale": None}
             if shape.dtype == "fp8-block":
                 w["b"], w["b_scale"] = ops.quantize_fp8_blocks(b)
@@ -281,7 +282,7 @@ class TilefitMoETarget:
         for old in [k for k in self._inputs if k[0] == "batch"]:
             del self._inputs[old]
         p = {**self._batch_inputs(shape, batch), **self._weights(shape)}
-        p["c"] = torch.empty(batch * shape.topk, shape.nk[0], dtype=_half(shape), device=self.device)
+        p["c"] = torch.empty(batch * shape.topk, shape.nk[0], dtype=half_dtype(shape), device=self.device)
         self._inputs[key] = p
         return p
 
@@ -298,7 +299,7 @@ class TilefitMoETarget:
             k = shape.nk[1]
             g = torch.Generator(device="cpu").manual_seed(self.seed + 1)
             a_rows = batch if shape.gemm == "gemm1" else batch * shape.topk
-            a = (torch.randn(a_rows, k, generator=g) / k ** 0.5).to(_half(shape)).to(self.device)
+            a = (torch.randn(a_rows, k, generator=g) / k ** 0.5).to(half_dtype(shape)).to(self.device)
             kept = {"ids": ids.to(self.device), "ids_cpu": ids, "w_cpu": weights,
                     "topk_weights": weights.reshape(-1).float().to(self.device),
                     "a": a, "a_scale": None}
@@ -403,38 +404,3 @@ class TilefitMoETarget:
         p["c"].zero_()
         self._launch(config, shape, batch)()
         return compare_rows(p, shape)
-
-
-def _half(shape: TuneShape) -> Any:
-    import torch
-
-    return torch.float16 if shape.dtype == "fp16" else torch.bfloat16
-
-
-# Draws of a small batch's routing before a rank with no local row is accepted (see `routing`).
-EMPTY_REDRAWS = 64
-
-
-def routing(shape: TuneShape, batch: int, seed: int, *, local: bool = True) -> tuple[Any, Any]:
-    """Uniform random top-k with a fixed seed: ([batch, topk] int32 ids, [batch, topk] weights).
-    Each token takes topk distinct experts of total_experts; with `local`, ids past this rank's
-    experts are -1 (dropped by the alignment, as under EP), else they stay global. On the CPU.
-
-    Under EP a small batch can route no token to this rank (Qwen3-235B EP8 at batch 1: 16 of 128
-    experts local, 8 picked, 34% of draws): the kernel then has nothing to do, every config times
-    alike (0.2-0.3 us on an H200) and the pick means nothing. Such a draw is drawn again from the
-    same generator (the same seed gives the same routing) until a row is local, so batch sizes
-    are tuned on the case where the rank works; a first draw with a local row is kept as it is."""
-    import torch
-
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    for _ in range(EMPTY_REDRAWS):
-        ids = torch.rand(batch, shape.total_experts, generator=g).topk(shape.topk, dim=1).indices
-        if not local:
-            break
-        ids = torch.where(ids < shape.experts, ids, torch.full_like(ids, -1))
-        if bool((ids >= 0).any()):
-            break
-    ids = ids.to(torch.int32)
-    weights = torch.rand(batch, shape.topk, generator=g).softmax(dim=1)
-    return ids, weights
