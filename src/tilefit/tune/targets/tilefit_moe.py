@@ -87,17 +87,10 @@ class TilefitMoETarget:
 
         if scales not in SCALES:
             raise ValueError(f"scales must be one of {', '.join(SCALES)}, got {scales!r}")
-        # fp8-block weight scales per column (vLLM's kernel) or per row where a tile's columns
-        # share one (SGLang's): the engine the files are for decides (cli/tune_cmd.py).
-        self.scales = scales
-        # The engines whose files are written: only configs every one of them runs as tilefit's
-        # kernel ran them are searched (Engine.runs_as_tuned: neither runs an fp8-block
-        # BLOCK_SIZE_K wider than the scale block as tuned), so their files hold the best of
-        # what they run, not a finalist standing in for a pick they would refuse.
-        self.engines = tuple(engines)
-        # fp8 as vLLM (>= 0.25) and SGLang run it on sm90: narrow-row tiles computed as B^T A^T
-        # (kernels/triton_moe/config.swap_ab_tile); the CLI sets it when the engines do.
-        self.swap_ab = bool(swap_ab)
+        # As the engines written for run the kernel (cli/tune_cmd.py decides): fp8-block weight
+        # scales per column (vLLM) or row (SGLang); only configs they all run as tuned searched
+        # (Engine.runs_as_tuned); narrow fp8 tiles swapped as on sm90 (config.swap_ab_tile).
+        self.scales, self.engines, self.swap_ab = scales, tuple(engines), bool(swap_ab)
         self.gpu = gpu
         self.arch_name = arch  # set for a GPU not in the catalog: its arch read from the device
         if jobs is not None:  # e.g. ("gemm1",) to tune one GEMM only
