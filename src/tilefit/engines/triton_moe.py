@@ -238,23 +238,23 @@ class TritonEngine(TableEngine):
     row_scale_since: str | None = None
 
     def block_scales(self, version: str | None = None) -> str:
-        if self.row_scale_since is None:
-            return "column"
-        return "row" if parse_version(version or self.newest) >= parse_version(self.row_scale_since) \
-            else "column"
+        return "row" if self._since(self.row_scale_since, version) else "column"
 
     # The first version read whose fp8 kernel computes a tile with BLOCK_SIZE_M < 64 and
-    # BLOCK_SIZE_N >= 64 on sm90 as B x A (a swap-AB path tilefit's kernel does not have); None:
-    # no such path in the versions read.
+    # BLOCK_SIZE_N >= 64 on sm90 as B x A (swap-AB; tilefit's kernel follows it with `swap_ab`);
+    # None: no such path in the versions read.
     swap_ab_since: str | None = None
+
+    def _since(self, first: str | None, version: str | None) -> bool:
+        """Whether `version` (None: the newest read) is at or after `first` (None: never)."""
+        return first is not None and parse_version(version or self.newest) >= parse_version(first)
 
     def swap_ab_path(self, weight_dtype: str, arch: Arch | str, version: str | None = None) -> bool:
         """Whether the engine (`version`; None: the newest read) has its swap-AB path for
         `weight_dtype` on `arch`: fp8 on sm90 (the triton-moe family's `swap_ab` option)."""
         dtype, _block = engine_dtype(weight_dtype)
-        if self.swap_ab_since is None or dtype != "fp8_w8a8" or check_arch(arch).cc[0] != 9:
-            return False
-        return version is None or parse_version(version) >= parse_version(self.swap_ab_since)
+        return (dtype == "fp8_w8a8" and check_arch(arch).cc[0] == 9
+                and self._since(self.swap_ab_since, version))
 
     def swaps_ab(self, config: Mapping[str, int], weight_dtype: str, arch: Arch | str,
                  version: str | None = None) -> bool:

@@ -68,10 +68,8 @@ def from_launch(spec: Any, arch: Architecture, gpu: GPU, version: str | None) ->
 
     parallel, settings = memory_inputs(spec)
     decode = _decode_from_launch(spec, arch, gpu, parallel, settings, version)
-    if spec.engine != "sglang":
-        return decode
-    return _with_prefill(decode, _sglang_prefill(arch, gpu, parallel, settings, version, spec.flags(),
-                                                 spec.pipeline, spec.settings.disable_cuda_graph))
+    return _with_prefill(spec.engine, decode, arch, gpu, parallel, settings, version, spec.flags(),
+                         spec.pipeline, spec.settings.disable_cuda_graph)
 
 
 def _decode_from_launch(spec: Any, arch: Architecture, gpu: GPU, parallel: Parallel,
@@ -101,11 +99,8 @@ def from_engines(engines: tuple[str, ...], arch: Architecture, gpu: GPU, gpus: i
     limits = []
     for e in engines:
         parallel = Parallel.for_engine(e, gpus, ep)
-        limit = _engine_default(e, arch, gpu, parallel, Settings(), version, "defaults")
-        if e == "sglang":
-            limit = _with_prefill(limit, _sglang_prefill(arch, gpu, parallel, Settings(), version, {},
-                                                         1, False))
-        limits.append(limit)
+        decode = _engine_default(e, arch, gpu, parallel, Settings(), version, "defaults")
+        limits.append(_with_prefill(e, decode, arch, gpu, parallel, Settings(), version, {}, 1, False))
     top = max(limits, key=lambda g: g.batch)
     others = [g for g in limits if g.batch < top.batch]
     if not others:
@@ -136,19 +131,21 @@ def _engine_default(engine: str, arch: Architecture, gpu: GPU, parallel: Paralle
                              f"{gpu.name} at {_flags(engine, parallel)}")
 
 
-def _sglang_prefill(arch: Architecture, gpu: GPU, parallel: Parallel, settings: Settings,
-                    version: str | None, flags: dict[str, str], pp: int, no_graphs: bool) -> Any:
-    """sglang's prefill-graph maximum for this model, GPU and launch flags ({}: the defaults)."""
+def _with_prefill(engine: str, decode: GraphLimit, arch: Architecture, gpu: GPU, parallel: Parallel,
+                  settings: Settings, version: str | None, flags: dict[str, str], pp: int,
+                  no_graphs: bool) -> GraphLimit:
+    """`decode`, or for sglang (prefill graphs of their own; vLLM's one limit covers both) the
+    larger of it and the prefill graphs' maximum for this model, GPU and launch flags ({}: the
+    defaults), both named."""
+    if engine != "sglang":
+        return decode
     from tilefit.engines.sglang_prefill import Model, prefill_graphs
 
     att = arch.attention
-    chunk = engine_settings("sglang", arch, gpu, parallel, settings, version).chunked_prefill
-    return prefill_graphs(version, Model(att.is_mla, att.is_mla and att.has_indexer, arch.linear_attention),
-                          flags, pp=pp, chunked_prefill=chunk, disable_cuda_graph=no_graphs)
-
-
-def _with_prefill(decode: GraphLimit, prefill: Any) -> GraphLimit:
-    """The larger of the decode graphs' limit and the prefill graphs' maximum, both named."""
+    chunk = engine_settings(engine, arch, gpu, parallel, settings, version).chunked_prefill
+    prefill = prefill_graphs(version, Model(att.is_mla, att.is_mla and att.has_indexer,
+                                            arch.linear_attention),
+                             flags, pp=pp, chunked_prefill=chunk, disable_cuda_graph=no_graphs)
     if prefill.max_tokens > decode.batch:
         return GraphLimit(prefill.max_tokens, f"{prefill.why}; decode: {decode.source}")
     return GraphLimit(decode.batch, f"{decode.source}; prefill: {prefill.why}")

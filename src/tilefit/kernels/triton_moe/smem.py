@@ -65,6 +65,8 @@ def swapped(cfg: Any, dtype: str, swap_ab: bool) -> bool:
     from tilefit.kernels.triton_moe.config import swap_ab_tile
 
     return bool(swap_ab) and TABLE_DTYPE[dtype] in _FP8_TABLES and swap_ab_tile(cfg)
+
+
 # Format 2 names per-tensor "fp8" and block-scaled "fp8-block"; tables without a format were written
 # when the family had block-scaled fp8 only and called it "fp8" (read by `upgrade_table`).
 TABLE_FORMAT = 2
@@ -245,9 +247,9 @@ def model_version() -> str:
     return load_calibration()["triton_version"]
 
 
-def _calibrated(arch: Arch, dtype: str, scales: str = "column", swap_ab: bool = False):
+def _calibrated(arch: Arch, table: str):
+    """The calibration of one table (table_dtype) on `arch`; a UsageError naming it when none."""
     calib = load_calibration()
-    table = table_dtype(dtype, scales, swap_ab)
     try:
         return calib["_lookup"][(arch.name, table)]
     except KeyError:
@@ -266,8 +268,8 @@ def total_bytes(cfg: Any, arch: Arch, dtype: str, scales: str = "column", swap_a
     fp8-block weight scales are applied (SCALES); `swap_ab`: fp8 run as the engines run it on
     sm90, the tiles config.swap_ab_tile names computed as B^T A^T."""
     bm, bn, bk, _gm, w, s = cfg.values()
-    swap = swapped(cfg, dtype, swap_ab)
-    return _bytes(_calibrated(arch, dtype, scales, swap), dtype, bm, bn, bk, w, s)
+    table = table_dtype(dtype, scales, swapped(cfg, dtype, swap_ab))
+    return _bytes(_calibrated(arch, table), dtype, bm, bn, bk, w, s)
 
 
 def _bytes(calibrated: tuple[dict, dict, dict], dtype: str, bm: int, bn: int, bk: int, w: int,
@@ -285,8 +287,8 @@ def _bytes(calibrated: tuple[dict, dict, dict], dtype: str, bm: int, bn: int, bk
 def footprint(cfg: Any, arch: Arch, dtype: str, scales: str = "column",
               swap_ab: bool = False) -> SmemFootprint:
     """Shared memory of `cfg` on `arch` as named terms (A stages, B stages, calibrated extras)."""
-    swap_ab = swapped(cfg, dtype, swap_ab)
-    offsets, extra, exceptions = _calibrated(arch, dtype, scales, swap_ab)
+    table = table_dtype(dtype, scales, swapped(cfg, dtype, swap_ab))
+    offsets, extra, exceptions = _calibrated(arch, table)
     bm, bn, bk, _gm, w, s = cfg.values()
     elem = ELEM_BYTES[dtype]
     buffers = s - offsets[bm]
@@ -313,9 +315,9 @@ def footprint(cfg: Any, arch: Arch, dtype: str, scales: str = "column",
     exc = exceptions.get((bm, bn, bk, w, s)) if exceptions else None
     calib = load_calibration()
     notes = [f"triton {calib['triton_version']} calibration"]
-    if table_dtype(dtype, scales).startswith(ROW_TABLE):
+    if table.startswith(ROW_TABLE):
         notes.append("fp8 block scales applied per row where the tile's columns share one (SGLang's kernel)")
-    if table_dtype(dtype, scales, swap_ab).endswith(SWAP_SUFFIX):
+    if table.endswith(SWAP_SUFFIX):
         notes.append("computed as B^T A^T, the engines' sm90 swap-AB path")
     if exc is not None:
         notes.append("recorded oracle figure (no formula fit)")

@@ -195,6 +195,8 @@ class Target(Protocol):
     def run(self, config: Any, shape: TuneShape, batch: int) -> float:
         """Median kernel time in microseconds."""
 
+    # Optional: `journal_name`, the name its journal lines carry when variants of one target
+    # must not answer for each other (TilefitMoETarget's scale and swap forms); else `name`.
     # Optional: `probe(config, shape, batch) -> float`, a shorter timing of the same kind that
     # searches use to rank configs (their best few are re-timed with `run`); without it, `run`.
     # Optional: `run_many(configs, shape, batch) -> list[float]`, `run` of each config with the
