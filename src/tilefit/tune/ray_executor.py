@@ -4,8 +4,10 @@
 Compiles are CPU tasks (num_cpus=1); timing is one actor per GPU of the cluster (num_gpus=1).
 Each task and actor drives a local `Worker` process, so a segfault, hang or poisoned context is
 caught by the same code as on one host and becomes the same result value (the journal of a Ray
-run reads like a local one). A task or actor that Ray itself loses (killed, node gone) becomes
-Crashed; one that outlives the driver's deadline is killed and becomes a Timeout.
+run reads like a local one). A compile task whose process Ray itself loses (killed, node gone,
+or handed a worker that a cancel is still taking down) runs once more, on another worker; lost
+twice it becomes Crashed, as does a request to an actor that dies. One that outlives the driver's
+deadline is killed and becomes a Timeout (Ray never retries a cancelled task).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ INSTALL_HINT = "pip install 'tilefit[ray]'"
 # the local Worker inside may first spend up to its start timeout building the target.
 START_TIMEOUT_S = 120.0
 GRACE_S = START_TIMEOUT_S + 30.0
+CANCEL_SETTLE_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,8 @@ class RayCompilePool(_RayPool):
         super().__init__(ray, spec, timeout, grace)
         self.size = max(1, size)
         self._slots = threading.Semaphore(self.size)
-        self._task = ray.remote(num_cpus=1, max_retries=0)(_compile_task)
+        # A compile is a pure function of its request: one that Ray loses is safe to run again.
+        self._task = ray.remote(num_cpus=1, max_retries=1)(_compile_task)
 
     def call(self, op: str, config: Any, shape: TuneShape, batch: int | None) -> Any:
         with self._slots:
@@ -178,6 +182,9 @@ class RayCompilePool(_RayPool):
             reply, restarts, lost = _settle(self.ray, ref, op, self.timeout, self.grace)
             if lost:
                 self.ray.cancel(ref, force=True)  # a hung task's process goes, and its Worker
+                # The slot frees once the cancel has landed, so the next task is not handed a
+                # worker still going down.
+                self.ray.wait([ref], timeout=CANCEL_SETTLE_S)
         self._count(restarts)
         return reply
 
