@@ -1,0 +1,69 @@
+"""benchmarks/sglang_paths.py (SGLang's even-K, TMA and PDL paths, written for measurement beside
+tilefit's kernel): under Triton's interpreter every path writes the rows tilefit's kernel writes,
+with the same values (the sorted-output path in sorted order); and bench_sglang_paths.py refuses
+a step it does not know with one line and exit 2 before anything touches the GPU."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "benchmarks")])}
+
+# Run in a child: TRITON_INTERPRET must be set before triton is imported.
+CHECK = r"""
+import torch
+import sglang_paths as sg
+from tilefit.kernels.triton_moe.align import moe_align
+from tilefit.kernels.triton_moe.config import parse_config
+from tilefit.kernels.triton_moe.ops import grouped_gemm
+torch.manual_seed(0)
+E, N, K, T, k = 4, 64, 256, 5, 2
+ids = torch.stack([torch.randperm(E)[:k] for _ in range(T)])
+cfg = parse_config("16,32,64,1,4,3", "bf16")
+al = moe_align(ids, E, 16)
+slots = al.sorted_ids.long()
+valid = slots < al.num_valid
+for gemm in ("gemm1", "gemm2"):
+    arpt = k if gemm == "gemm1" else 1
+    a = torch.randn(T * k // arpt, K, dtype=torch.bfloat16)
+    b = torch.randn(E, N, K, dtype=torch.bfloat16) * 0.1
+    tw = torch.rand(T * k) if gemm == "gemm2" else None
+    ref = torch.zeros(T * k, N, dtype=torch.bfloat16)
+    grouped_gemm(a, b, ref, al, cfg, a_rows_per_token=arpt, topk_weights=tw)
+    p = dict(a=a, b=b, c=torch.zeros(T * k, N, dtype=torch.bfloat16), a_s=None, b_s=None, n=N,
+             k=K, arpt=arpt)
+    for even_k, tma in ((False, False), (True, False), (True, True)):
+        p["c"].zero_()
+        c_out = torch.zeros(al.num_padded, N, dtype=torch.bfloat16)
+        sg.launch_sg(p, cfg, al, tw, even_k=even_k, b_tma=tma, a_tma=tma and gemm == "gemm2",
+                     c_sorted=tma and gemm == "gemm1", c_out=c_out,
+                     a_sorted=sg.sorted_operand(a, None, al, arpt) if tma else None)
+        got = c_out[valid] if tma and gemm == "gemm1" else p["c"][slots[valid]]
+        assert torch.equal(got, ref[slots[valid]]), (gemm, even_k, tma)
+        print(gemm, even_k, tma, "same")
+"""
+
+
+def test_every_sglang_path_writes_what_tilefits_kernel_writes():
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    proc = subprocess.run([sys.executable, "-c", CHECK], env={**ENV, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.count("same") == 6
+
+
+def test_an_unknown_step_is_one_line_and_exit_2(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_sglang_paths.py"),
+                           "large", "smal"], env={**ENV, "OUT": str(tmp_path)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == ["bench_sglang_paths: steps are large, small"]
