@@ -171,6 +171,13 @@ class Sglang(TritonEngine):
     # moe_runner/triton_utils/ l.501/574, 0.5.23 kernels/ops/moe/ l.529/602). Versions compare
     # by release (0.5.4.post2 reads as 0.5.4), so 0.5.4's post releases count as per column.
     row_scale_since = "0.5.5"
+    # try_get_optimal_moe_config(return_down_config=True) reads the `_down` file from 0.5.4.post2
+    # (absent in 0.5.4.post1) and asserts `config["BLOCK_SIZE_M"] == down_config["BLOCK_SIZE_M"]`
+    # through 0.5.12.post1 (0.5.4.post2 fused_moe_triton_config.py l.239, 0.5.9 l.265, 0.5.10
+    # l.265, 0.5.12 moe_runner/triton_utils/ l.273); from 0.5.13 it logs "down_moe config
+    # BLOCK_SIZE_M=.. does not match up config .. overriding down BLOCK_SIZE_M to match" and runs
+    # gemm1's (0.5.13, 0.5.14 l.310, 0.5.18 l.327, 0.5.23 l.324-338).
+    down_block_m_override_since = "0.5.13"
 
     def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
         """fused_moe_kernel loads one scale per K step, at k_start // group_k, and nothing clamps

@@ -245,6 +245,16 @@ class TritonEngine(TableEngine):
     # None: no such path in the versions read.
     swap_ab_since: str | None = None
 
+    # The first version read that runs a gemm2 (`_down`) entry whose BLOCK_SIZE_M differs from
+    # gemm1's at the same batch with gemm1's BLOCK_SIZE_M (both share one alignment) and a warning;
+    # before it the engine asserts they are equal. None: the engine reads no gemm2 file.
+    down_block_m_override_since: str | None = None
+
+    def down_block_m_mismatch(self, version: str | None = None) -> str:
+        """What the engine (`version`; None: the newest read) does with a gemm2 entry whose
+        BLOCK_SIZE_M is not gemm1's: "override" (runs gemm1's) or "assert" (fails)."""
+        return "override" if self._since(self.down_block_m_override_since, version) else "assert"
+
     def _since(self, first: str | None, version: str | None) -> bool:
         """Whether `version` (None: the newest read) is at or after `first` (None: never)."""
         return first is not None and parse_version(version or self.newest) >= parse_version(first)
