@@ -4,11 +4,13 @@ Reads tests/fixtures/real/*.toml (sidecars written by hand from public GitHub th
 `holdout`, `set`, ...), diagnoses each `.log`, and prints the confusion matrix, fatal recall, non-fatal
 logs called fatal, and agreement. By default only the working set (holdout = false) is read; --holdout
 reads only the first held-out set (the fifth kept aside in session 3), --holdout2 only the second one
-(sidecars with set = "holdout2", collected later from threads not in the corpus), --all everything.
+(sidecars with set = "holdout2", collected later from threads not in the corpus), --holdout3 only the
+third one (set = "holdout3", collected 2026-12-02 the same way), --all everything.
 
     python benchmarks/diagnose_corpus.py             # working set
     python benchmarks/diagnose_corpus.py --holdout   # the first held-out set, measured once at the end
     python benchmarks/diagnose_corpus.py --holdout2  # the second held-out set, measured once
+    python benchmarks/diagnose_corpus.py --holdout3  # the third held-out set, measured once
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ VERDICTS = ("fatal", "recovered", "in-progress", "healthy", "unknown")
 
 
 def which_set(meta: dict) -> str:
-    """'work', 'holdout' (the first held-out set) or 'holdout2', from a sidecar."""
+    """'work', 'holdout' (the first held-out set), 'holdout2' or 'holdout3', from a sidecar."""
     if not meta.get("holdout"):
         return "work"
-    return "holdout2" if meta.get("set") == "holdout2" else "holdout"
+    return meta["set"] if meta.get("set") in ("holdout2", "holdout3") else "holdout"
 
 
 def entries(which: str) -> list[tuple[Path, dict]]:
@@ -75,6 +77,7 @@ def main() -> int:
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--holdout", action="store_const", const="holdout", dest="which")
     group.add_argument("--holdout2", action="store_const", const="holdout2", dest="which")
+    group.add_argument("--holdout3", action="store_const", const="holdout3", dest="which")
     group.add_argument("--all", action="store_const", const="all", dest="which")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the logs that disagree")
     args = ap.parse_args()

@@ -1,13 +1,15 @@
 """How well `parse_launch` reads real launch commands it was not written against.
 
-Reads tests/fixtures/launch/held_out/*.toml (commands copied from public issues and docs; the
-expected GPU count and layout were written by hand from the engines' rules before tilefit was run),
+Reads tests/fixtures/launch/held_out/*.toml, or held_out2/*.toml with --set 2 (commands copied from
+public issues and docs; the expected GPU count and layout were written by hand from the engines' rules
+before tilefit was run),
 parses each one and prints, per command and in total: parsed without error, GPU count right, layout
 (attention TP, EP, DP, MoE TP) right, model right, and every flag reported unknown that the sidecar
 does not list as really unknown (a wrong report: the engine has that flag).
 
     python benchmarks/launch_heldout.py          # table + totals
     python benchmarks/launch_heldout.py --json   # the same as JSON
+    python benchmarks/launch_heldout.py --set 2  # the second held-out set, tests/fixtures/launch/held_out2/
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 HELD_OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "launch" / "held_out"
+SETS = {1: HELD_OUT, 2: HELD_OUT.with_name("held_out2")}  # --set N reads SETS[N]
 
 
 def measure(path: Path) -> dict[str, object]:
@@ -52,8 +55,10 @@ def measure(path: Path) -> dict[str, object]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print the rows and totals as JSON")
+    ap.add_argument("--set", type=int, choices=sorted(SETS), default=1,
+                    help="which held-out set: 1 = held_out/ (default), 2 = held_out2/")
     args = ap.parse_args(argv)
-    rows = [measure(p) for p in sorted(HELD_OUT.glob("*.toml"))]
+    rows = [measure(p) for p in sorted(SETS[args.set].glob("*.toml"))]
     totals = {k: sum(1 for r in rows if r[k]) for k in ("parsed", "gpus_ok", "layout_ok", "model_ok")}
     totals["commands"] = len(rows)
     totals["both_ok"] = sum(1 for r in rows if r["gpus_ok"] and r["layout_ok"])
