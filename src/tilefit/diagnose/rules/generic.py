@@ -22,6 +22,13 @@ E = "generic"
 # The final line of a traceback: a dotted exception name, then an optional message. It is matched
 # against the line with its rank/timestamp/level prefix removed (see prefixes.peel).
 _ALLOC = r"Tried to allocate (?P<alloc>\d{1,9}(?:\.\d{1,4})? [KMGT]iB)|$"  # size of a CUDA OOM
+
+
+def _not_a_tally(name: str) -> str:
+    """A line that is not `<name>: <count>`: summaries of finished runs tally errors by type
+    ("OutOfMemoryError: 2" in a collector's report) without any of them happening there."""
+    return rf"^(?!.*\b{name}\w{{0,20}}:\s{{0,4}}\d{{1,12}}\s*$)"
+
 _EXC = (r"^(?P<exc>(?:[A-Za-z_]\w{0,80}\.){0,8}(?:[A-Za-z_]\w{0,80})?(?:Error|Exception|Exit|Interrupt|"
         r"Failure))(?::\s{0,4}(?P<error>.{0,400}))?$")
 
@@ -54,7 +61,8 @@ RULES = (
     Rule("torch-oom", E, CUDA_OOM, ERROR, "OutOfMemory",
          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
          "capacity of 94.97 GiB of which 1.06 GiB is free.",
-         pattern=_ALLOC),
+         pattern=_not_a_tally("OutOfMemory") + r"(?:.*?Tried to allocate (?P<alloc>\d{1,9}(?:\.\d{1,4})? "
+                 r"[KMGT]iB)|)"),
     # "CUDA out of memory", "CUDA error: out of memory", "CUDA driver error: out of memory",
     # "cudaErrorMemoryAllocation: out of memory"
     Rule("driver-oom", E, CUDA_OOM, ERROR, "CUDA driver error: out of memory",
@@ -95,7 +103,8 @@ RULES = (
     Rule("misaligned", E, CUDA_ERROR, ERROR, "ErrorMisalignedAddress",
          "CUDA runtime error: cudaErrorMisalignedAddress at moe_kernels.cu:910"),
     Rule("accelerator-error", E, CUDA_ERROR, ERROR, "AcceleratorError",
-         "torch.AcceleratorError: CUDA error: device-side assert triggered"),
+         "torch.AcceleratorError: CUDA error: device-side assert triggered",
+         pattern=_not_a_tally("AcceleratorError")),
     # The CUDACHECK macro of vLLM's custom all-reduce (csrc/custom_all_reduce.cuh; its format string is in
     # vllm 0.11.0's _C.abi3.so and 0.33.0's _C_stable_libtorch.abi3.so) prints "Failed: Cuda error
     # <file>:<line> '<cudaGetErrorString>'" and then calls exit(EXIT_FAILURE): the process ends there.
@@ -132,6 +141,15 @@ RULES = (
     Rule("signal", E, CRASHED, FATAL, "SIG",
          "*** SIGSEGV (@0x0) received by PID 4123 (TID 0x7f3c) from PID 0; stack trace: ***",
          pattern=r"\bSIG(?:SEGV|ABRT|BUS|FPE|ILL)\b"),
+    # Open MPI's signal handler (opal/util/stacktrace.c): "[host:pid] *** Process received signal
+    # ***", the signal and a backtrace, then "[host:pid] *** End of error message ***"; it then
+    # re-raises the signal with the default action, which ends the rank (mpirun, trtllm-serve's ranks).
+    *(Rule(name, E, CRASHED, FATAL, needle, example) for name, needle, example in (
+        ("mpi-signal", "*** Process received signal ***",
+         "[node1:219487] *** Process received signal ***"),
+        ("mpi-signal-end", "*** End of error message ***",
+         "[node1:219487] *** End of error message ***"),
+    )),
     Rule("core-dumped", E, CRASHED, FATAL, "(core dumped)",
          "Aborted (core dumped)"),
     Rule("aborted", E, CRASHED, FATAL, "Aborted",

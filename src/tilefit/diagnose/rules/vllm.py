@@ -81,6 +81,12 @@ RULES = (
         ("proc-died", "Engine core proc ", r"died unexpectedly",
          "(APIServer pid=4000) ERROR 10-06 20:07:43 [core_client.py:564] Engine core proc EngineCore_DP0 "
          "died unexpectedly, shutting down client."),
+        # dump_engine_exception (logging_utils/dump_input.py, vllm 0.9.0-0.33.0): the engine core
+        # logs its input and scheduler state at ERROR when a model step raises, then re-raises;
+        # run_engine_core ends the engine ("EngineCore encountered a fatal error.", v1/engine/core.py).
+        ("engine-dump", "Dumping ", r"Dumping (?:input data|scheduler output for model execution|scheduler stats)",
+         "(EngineCore_DP0 pid=2647451) ERROR 05-20 10:42:56 [dump_input.py:81] Dumping scheduler stats: "
+         "SchedulerStats(num_running_reqs=809, num_waiting_reqs=0)"),
         ("worker-died", "Worker proc ", r"died unexpectedly",
          "(EngineCore_DP0 pid=4123) ERROR 10-06 20:07:43 [multiproc_executor.py:155] Worker proc VllmWorker-1 "
          "died unexpectedly, shutting down executor."),
