@@ -8,6 +8,7 @@ wheels into data/flags.toml): known ones are `ignored`, the rest `unknown`; none
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -53,6 +54,20 @@ def table(engine: str) -> tuple[Flag, ...]:
 def known_flags(engine: str) -> frozenset[str]:
     """Every flag the engine's parser accepts in some version read."""
     return frozenset(load_package_toml("tilefit.launch", "flags.toml").get(engine, {}))
+
+
+@lru_cache(maxsize=None)
+def flag_releases(engine: str) -> dict[str, tuple[str, str]]:
+    """flag -> (first, last) release read that has it (data/flags.toml)."""
+    rows = load_package_toml("tilefit.launch", "flags.toml").get(engine, {})
+    return {flag: (str(span[0]), str(span[1])) for flag, span in rows.items()}
+
+
+def _release_key(version: str) -> tuple[tuple[int, ...], int]:
+    """'0.4.1.post4' -> ((0, 4, 1), 4): releases in order, post builds after their release."""
+    release, _, post = version.partition(".post")
+    parts = tuple(int(x) for x in re.findall(r"\d+", release)[:4])
+    return parts + (0,) * (4 - len(parts)), int(post or 0)
 
 
 @lru_cache(maxsize=None)
@@ -103,7 +118,7 @@ def parse_args(args: list[str] | tuple[str, ...], table: tuple[Flag, ...], engin
         name = spelled.replace("_", "-") if underscores and spelled.startswith("--") else spelled
         flag = by_name.get(name) or by_name.get(spelled)
         if flag is None and name not in known and abbrev and name.startswith("--"):
-            name = _abbreviation(name, set(by_name) | known, out)
+            name = _abbreviation(name, set(by_name) | known, out, engine)
             flag = by_name.get(name)
         if flag is None:
             # Value-taking or not is unknown for flags outside the table: a following word that
@@ -145,12 +160,27 @@ def parse_args(args: list[str] | tuple[str, ...], table: tuple[Flag, ...], engin
     return out
 
 
-def _abbreviation(name: str, candidates: set[str], out: Parsed) -> str:
-    """argparse's allow_abbrev: a unique prefix of one flag stands for it."""
+def _abbreviation(name: str, candidates: set[str], out: Parsed, engine: str) -> str:
+    """argparse's allow_abbrev: a unique prefix of one flag stands for it. A prefix that several
+    flags share counts as the one flag it was unique to in the releases before the others came
+    (data/flags.toml's first release of each), as the parser of those releases read it."""
     matches = sorted(c for c in candidates if c.startswith(name))
     if len(matches) == 1:
         out.notes.append(f"{name} is read as {matches[0]} (the parser accepts a unique prefix)")
         return matches[0]
     if len(matches) > 1:
+        releases = flag_releases(engine)
+        for flag in matches:
+            first, last = releases.get(flag, ("0", "99999"))
+            others = [releases.get(m, ("0", "99999")) for m in matches if m != flag]
+            # releases where `flag` exists and none of the others yet or still does
+            if all(_release_key(o_first) > _release_key(first) or _release_key(o_last) < _release_key(first)
+                   for o_first, o_last in others):
+                later = min((o_first for o_first, _l in others
+                             if _release_key(o_first) > _release_key(first)), key=_release_key, default=None)
+                until = f" before {later} (later releases refuse it as ambiguous)" if later else ""
+                out.notes.append(f"{name} is read as {flag}: its only flag with that prefix in {engine} "
+                                 f"{first}{until}")
+                return flag
         out.notes.append(f"{name} is ambiguous: {', '.join(matches[:4])}")
     return name

@@ -23,6 +23,9 @@ _CONTINUATION = re.compile(r"\\[ \t]*\r?\n")
 # backslash escapes a space, the rest is a comment); the text means a continuation.
 _COMMENTED_CONTINUATION = re.compile(r"\\[ \t]+#[^\n]*\n(?=[ \t]*-)")
 _SEPARATORS = {";", "&&", "||", "&", "|"}
+# An output or input redirection at the start of a word: `2>&1`, `>> log`, `&> log`, `< in`. With
+# a `&N` / `&-` target it is one word; otherwise the file name follows (after optional spaces).
+_REDIRECT = re.compile(r"\d{0,2}(?:&>>?|>>?|<)(?:&\d{1,2}|&-)?")
 # Container images that start an engine's server with the image's entry point.
 _IMAGES = (("vllm/vllm-openai", "vllm"), ("lmsysorg/sglang", "sglang"))
 # Wrapper flags that set the environment of the command they start.
@@ -63,11 +66,27 @@ def _unquoted_lines(text: str) -> str:
             while i < len(text) and text[i] != "\n":
                 i += 1  # a comment runs to the end of the line
             continue
+        elif (m := _REDIRECT.match(text, i)) and (not out or out[-1][-1:] in " \t;|&("):
+            i = _past_redirect(text, m)  # `2>&1 | tee log` is not part of the command's words
+            out.append(" ")
+            continue
         elif c == "\n":
             c = " ; "
         out.append(c)
         i += 1
     return "".join(out)
+
+
+def _past_redirect(text: str, m: re.Match[str]) -> int:
+    """Where the text continues after the redirection `m` and its file name, if it has one."""
+    j = m.end()
+    if m.group()[-1] not in "<>":
+        return j  # `2>&1`, `>&-`: the target is in the word
+    while j < len(text) and text[j] in " \t":
+        j += 1
+    while j < len(text) and not text[j].isspace() and text[j] not in ";|&":
+        j += 1
+    return j
 
 
 def _statements(text: str) -> list[list[str]]:
@@ -109,6 +128,11 @@ def _entry(words: list[str]) -> tuple[int, int, str, str] | None:
                 return i, i + 3, "vllm", f"{base} -m {module}"
             if module in ("vllm.entrypoints.cli.main",) and i + 3 < len(words) and words[i + 3] == "serve":
                 return i, i + 4, "vllm", f"{base} -m {module} serve"
+            if module == "tensorrt_llm.commands.serve":
+                # The module behind trtllm-serve (`if __name__ == "__main__": main()` in
+                # tensorrt_llm/commands/serve.py at 00209af1); its group runs `serve` by default.
+                end = i + 4 if i + 3 < len(words) and words[i + 3] == "serve" else i + 3
+                return i, end, "trtllm", f"{base} -m {module}"
         if base in ("sglang", "vllm") and nxt == "serve":
             return i, i + 2, base, f"{base} serve"
         if base == "trtllm-serve":

@@ -1,8 +1,11 @@
 """vLLM's launch flags -> LaunchSpec (engine/arg_utils.py and entrypoints of the vllm wheels
 0.9.0-0.33.0; the MoE layout from fused_moe/config.py FusedMoEParallelConfig.make).
 
-vLLM uses tensor x data x pipeline parallel GPUs. Its MoE layers flatten TP across DP: without
---enable-expert-parallel they run TP over all tp x dp GPUs; with it, EP over all of them (TP 1).
+vLLM uses tensor x data x pipeline x prefill-context parallel GPUs (config/parallel.py world_size
+= pp x tp x pcp per DP rank, 0.12.0-0.33.0). Its MoE layers flatten TP across DP and PCP: without
+--enable-expert-parallel they run TP over all tp x dp x pcp GPUs; with it, EP over all of them
+(TP 1; FusedMoEParallelConfig.flatten_tp_across_dp_and_pcp, 0.12.0-0.33.0). PCP ranks each hold
+the whole attention and split a prefill's tokens: tilefit counts them as attention replicas (DP).
 """
 
 from __future__ import annotations
@@ -18,19 +21,24 @@ ENGINE = "vllm"
 TABLE = table(ENGINE)  # data/tables.toml: the flags that matter and their spellings
 
 
-def layout_of(tp: int = 1, dp: int = 1, *, expert_parallel: bool = False, pp: int = 1) -> Parallel:
-    """vLLM's reading of -tp/-dp/-pp and --enable-expert-parallel (FusedMoEParallelConfig.make)."""
+def layout_of(tp: int = 1, dp: int = 1, *, expert_parallel: bool = False, pp: int = 1,
+              pcp: int = 1) -> Parallel:
+    """vLLM's reading of -tp/-dp/-pp/-pcp and --enable-expert-parallel (FusedMoEParallelConfig.make)."""
     for name, value in (("--tensor-parallel-size", tp), ("--data-parallel-size", dp),
-                        ("--pipeline-parallel-size", pp)):
+                        ("--pipeline-parallel-size", pp), ("--prefill-context-parallel-size", pcp)):
         if value < 1:
             raise UsageError(f"vLLM {name} must be >= 1, got {value}")
-    moe_gpus = tp * dp
+    moe_gpus = tp * dp * pcp
+    over = f"tp {tp} x dp {dp}" + (f" x pcp {pcp}" if pcp > 1 else "")
+    notes: tuple[str, ...] = (f"--prefill-context-parallel-size {pcp}: {pcp} ranks per DP rank each "
+                              f"hold the whole attention and split a prefill's tokens (counted as "
+                              f"attention replicas)",) if pcp > 1 else ()
     if expert_parallel and moe_gpus > 1:
-        return Parallel(Layout(tp=1, ep=moe_gpus, dp=dp), moe_gpus * pp, 1, (
-            f"--enable-expert-parallel: MoE runs EP{moe_gpus} over all tp {tp} x dp {dp} GPUs",))
-    notes = (f"without --enable-expert-parallel vLLM flattens MoE TP over tp {tp} x dp {dp}: "
-             f"TP{moe_gpus}",) if dp > 1 else ()
-    return Parallel(Layout(tp=moe_gpus, ep=1, dp=dp), moe_gpus * pp, 1, notes)
+        return Parallel(Layout(tp=1, ep=moe_gpus, dp=dp * pcp), moe_gpus * pp, 1, notes + (
+            f"--enable-expert-parallel: MoE runs EP{moe_gpus} over all {over} GPUs",))
+    if dp * pcp > 1:
+        notes += (f"without --enable-expert-parallel vLLM flattens MoE TP over {over}: TP{moe_gpus}",)
+    return Parallel(Layout(tp=moe_gpus, ep=1, dp=dp * pcp), moe_gpus * pp, 1, notes)
 
 
 def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=None) -> LaunchSpec:
@@ -58,7 +66,8 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=Non
     if not model:
         raise UsageError("the vLLM command names no model: `vllm serve MODEL` or --model MODEL")
     pp = int(v.get("pp", 1))
-    par = layout_of(int(v.get("tp", 1)), int(v.get("dp", 1)), expert_parallel=bool(v.get("ep")), pp=pp)
+    par = layout_of(int(v.get("tp", 1)), int(v.get("dp", 1)), expert_parallel=bool(v.get("ep")), pp=pp,
+                    pcp=int(v.get("pcp", 1)))
     notes += par.notes
     layout = par.layout
     settings = LaunchSettings.from_values(v, "utilization", **_compilation(v.get("compilation")))
