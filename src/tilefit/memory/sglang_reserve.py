@@ -10,7 +10,7 @@ reserve_for_deepep_a2a_mb, post_capture_kv_sizing_planned in arg_groups/override
 - decode graphs: 2 x their largest batch; with DP attention 3 x batch x dp more, 4.5 x over a batch
   of 300. To 0.5.14 always (--disable-cuda-graph too: 0.5.10 server_args.py l.1290-1302, 0.5.14
   l.3285-3297); from 0.5.15 the 2 x batch only with decode graphs on, and neither on a PD prefill
-  server (0.5.15 l.3639-3658; 0.5.23 memory_hook.py l.367-385), where the activation term counts
+  server (0.5.15 l.3639-3658; 0.5.23 memory_hook.py l.364-379), where the activation term counts
   max(running requests (else the graph batch) x draft tokens, 2048) on a PD decode server.
 - prefill graphs, when the backend is on as the launch settings resolve (engines/sglang_prefill.py
   off_reason): 8 MB per captured size (configured_sizes), 1536 MB flat for MLA models, before the
@@ -18,18 +18,18 @@ reserve_for_deepep_a2a_mb, post_capture_kv_sizing_planned in arg_groups/override
   0.5.5.post3-0.5.6 (max_tokens default 4096; 0.5.6 l.856), // 8 in 0.5.7 (default the chunk;
   l.944), 8 MB per size before the floor in 0.5.8-0.5.9 (MLA 2048 tokens; 0.5.9 l.1044). Default
   on from 0.5.10 (0.5.10 l.1305-1311; 0.5.14 l.3300-3306; 0.5.15 l.3661-3670, not on a PD decode
-  server; 0.5.23 memory_hook.py l.387-397). From 0.5.17 + 1 GiB for breakable graphs with DeepEP
-  (0.5.17 l.4914-4920; 0.5.23 l.399-406).
+  server; 0.5.23 memory_hook.py l.381-389). From 0.5.17 + 1 GiB for breakable graphs with DeepEP
+  (0.5.17 l.4914-4920; 0.5.23 l.391-397).
 - after the floor: speculative decoding 2 GiB (EAGLE-like; 0.5.4-0.5.9), 4 GiB (0.5.10-0.5.13),
   6 GiB STANDALONE, none for NGRAM (0.5.10 l.1316-1322; gone in 0.5.14); DeepEP 2 GiB with decode
-  graphs on, not on a PD prefill server (0.5.15 l.3678-3684; 0.5.23 memory_hook.py l.409-421).
+  graphs on, not on a PD prefill server (0.5.15 l.3678-3684; 0.5.23 memory_hook.py l.402-414).
 - post-capture KV sizing (0.5.16+, off unless SGLANG_ENABLE_POST_CAPTURE_KV_SIZING is set; 0.5.23
   sets it only for Muse Spark): the reserve is 512 (0.5.16-0.5.17) or 1536 (0.5.18+) + tp x pp /
   8 x 1024, no floor (0.5.16 server_args.py l.4055-4059 and l.4105; 0.5.18 l.4949-4953;
-  0.5.23 memory_hook.py l.293-297, overrides.py l.1791-1862). It needs a non-MLA model, dcp 1, no
+  0.5.23 memory_hook.py l.289-295, overrides.py l.1791-1862). It needs a non-MLA model, dcp 1, no
   memory saver, no fp4 KV cache (0.5.16-0.5.21), graphs on for the server's role and (0.5.17+) the
   prefill chunk captured whole; in 0.5.16 no DP attention.
-- the decode graph batch is capped at --max-running-requests from 0.5.22 (memory_hook.py l.182).
+- the decode graph batch is capped at --max-running-requests from 0.5.22 (memory_hook.py l.182-188).
 Not followed: multimodal models (sglang lowers the fraction for the vision tower), LoRA,
 --max-total-tokens and Llama-2 prefill caps, hierarchical cache, XPU/NPU/ROCm, DeepSeek-V4.
 """
