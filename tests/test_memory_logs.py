@@ -3,7 +3,9 @@
 Each `<name>.log` is a short verbatim excerpt; `<name>.toml` names its source and the deployment
 (model, GPU, engine flags). The figures the engine printed are read from the log here, never
 copied into the sidecar: weight memory must agree within 2% and KV tokens within 5%, unless the
-sidecar widens a tolerance and says why (`why_weights`, `why_kv`, `why_pool`).
+sidecar widens a tolerance and says why (`why_weights`, `why_kv`, `why_pool`). Where the sidecar
+says `fraction = "default"` (the launch gave no --mem-fraction-static), sglang's printed
+mem_fraction_static must equal the plan's default to its 3 decimals.
 """
 
 from __future__ import annotations
@@ -90,3 +92,19 @@ def test_verdict_and_concurrency(name):
         assert plan.settings.context_length == ctx
         tokens = plan.kv_tokens_for(int(printed.kv_gib * GIB)) if side.get("pool") == "layout" else plan.kv_tokens
         assert tokens / ctx == pytest.approx(x, rel=side.get("kv_tolerance", 0.05))
+
+
+def _sidecar(name: str) -> dict:
+    return tomllib.loads((LOGS / f"{name}.toml").read_text(encoding="utf-8"))
+
+
+DEFAULT_FRACTION = [n for n in NAMES if _sidecar(n).get("fraction") == "default"]
+
+
+@pytest.mark.parametrize("name", DEFAULT_FRACTION)
+def test_default_memory_fraction_is_the_one_the_engine_printed(name):
+    side, printed, plan = load(name)
+    assert side["engine"] == "sglang" and "mem_fraction" not in side.get("settings", {})
+    assert printed.mem_fraction is not None, f"{name}: the excerpt prints no mem_fraction_static"
+    assert plan.settings.mem_fraction == printed.mem_fraction, \
+        f"{name}: tilefit's default {plan.settings.mem_fraction}, sglang printed {printed.mem_fraction}"

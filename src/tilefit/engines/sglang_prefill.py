@@ -33,11 +33,13 @@ wheels 0.5.10-0.5.23 (every release, .post1 builds included); paths below are in
   0.5.18 l.4666, from 0.5.19 arg_groups/cuda_graph_hook.py): MLA (0.5.15-0.5.16; 0.5.17 MLA
   without DSA; allowed from 0.5.18), DP attention (0.5.15-0.5.16), an all-to-all backend (0.5.15-
   0.5.16 any; from 0.5.17 other than deepep/megamoe/flashinfer), two-batch overlap (0.5.17+),
-  decode context parallelism (0.5.16+), pipeline parallelism (0.5.19+); --deepep-mode normal
-  turns both decode and prefill graphs off (0.5.14+; moe_hook.py l.383 in 0.5.23).
-Not followed: LoRA, multimodal models, --cuda-graph-config JSON, DeepSeek-V4, the PD roles, the
-context-length cap of 0.5.13-0.5.16 and DP attention from 0.5.17 (graphs per DP rank, the MoE on
-the gathered tokens): those give no prefill maximum here.
+  decode context parallelism (0.5.16+), pipeline parallelism (0.5.19+), the PD roles (see
+  `_AUTO_OFF`); --deepep-mode normal turns both decode and prefill graphs off (0.5.14+;
+  moe_hook.py l.383 in 0.5.23), after the memory settings are sized.
+- `configured_sizes` gives the sizes the memory settings count (memory/sglang_reserve.py).
+Not followed: LoRA, multimodal models, --cuda-graph-config JSON, DeepSeek-V4, and in
+`prefill_graphs` the context-length cap of 0.5.13-0.5.16 and DP attention from 0.5.17 (graphs per
+DP rank, the MoE on the gathered tokens): those give no prefill maximum there.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ EXPLICIT_BACKEND_SINCE = (0, 5, 14)  # --cuda-graph-backend-prefill, --disable-p
 LEGACY_FLAGS_UNTIL = (0, 5, 19)  # --disable-piecewise-cuda-graph, --piecewise-cuda-graph-*
 MLA_CAP_OLD, MLA_CAP_NEW, MLA_CAP_NEW_SINCE = 2048, 8192, (0, 5, 23)
 ALLOWED_A2A = ("none", "deepep", "megamoe", "flashinfer")  # breakable, from 0.5.17
+DEEPEP_ALIGN_SINCE, DEEPEP_DEFAULT_MAX = (0, 5, 17), 2048  # DeepEP's multiple-of-8 breakable grid
+CONTEXT_CLAMP = ((0, 5, 13), (0, 5, 16))  # maxima clamped to --context-length at resolution
 
 
 def capture_sizes(max_tokens: int) -> list[int]:
@@ -93,6 +97,10 @@ def _a2a(flags: Mapping[str, str]) -> str:
     return str(flags.get("moe_a2a_backend") or "none").lower()
 
 
+def _role(flags: Mapping[str, str]) -> str:
+    return str(flags.get("disaggregation_mode") or "null").lower()
+
+
 # (versions, predicate(model, flags, pp), what sglang names): the automatic rules, first hit wins.
 _AUTO_OFF: tuple[tuple[Callable[[V], bool], Callable[[Model, Mapping[str, str], int], bool], str], ...] = (
     (_v(FIRST_READ, (0, 5, 12)), lambda m, f, pp: m.dsa, "a DSA model (architecture blacklist)"),
@@ -114,20 +122,31 @@ _AUTO_OFF: tuple[tuple[Callable[[V], bool], Callable[[Model, Mapping[str, str], 
     (_v((0, 5, 16)), lambda m, f, pp: int(f.get("dcp_size") or 1) > 1,
      "decode context parallel (dcp_size > 1)"),
     (_v((0, 5, 19)), lambda m, f, pp: pp > 1, "pipeline parallelism"),
+    # PD roles: piecewise off for either role (0.5.10 server_args.py l.1129, 0.5.14 l.3041); the
+    # prefill role sets --disable-cuda-graph (arg_groups/pd_disaggregation_hook.py 0.5.14 l.77,
+    # before the graph config; through 0.5.18); from 0.5.16 the decode role turns prefill graphs
+    # off (_apply_cuda_graph_disaggregation_roles, 0.5.16 l.3680; 0.5.23 cuda_graph_hook.py l.557).
+    (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: _role(f) != "null", "PD disaggregation"),
+    (_v((0, 5, 15), (0, 5, 18)), lambda m, f, pp: _role(f) == "prefill",
+     "the PD prefill role (sglang sets --disable-cuda-graph)"),
+    (_v((0, 5, 16)), lambda m, f, pp: _role(f) == "decode", "the PD decode role"),
 )
 
 
-def prefill_graphs(version: str | None, model: Model, flags: Mapping[str, str], *, pp: int,
-                   chunked_prefill: int | None, disable_cuda_graph: bool) -> PrefillGraphs:
-    """SGLang's prefill CUDA-graph maximum for a release (None: the newest read), a model and the
-    launch flags by sglang's own names (LaunchSpec.flags(); {} for the defaults)."""
+def off_reason(version: str | None, model: Model, flags: Mapping[str, str], *, pp: int,
+               disable_cuda_graph: bool, at_memory_sizing: bool = False) -> str | None:
+    """Why SGLang's prefill CUDA-graph backend is off once a release resolves these launch flags
+    (None: it is on); `at_memory_sizing`: as it stands when sglang sizes its memory reserve,
+    before --deepep-mode normal turns the graphs off. DP attention from 0.5.17 leaves the backend
+    on (see `prefill_graphs` for what that captures)."""
     v = parse_version(version) if version else NEWEST_READ
-    name = f"sglang {version}" if version else "sglang (as read in 0.5.23)"
+    name = _name(version)
     if v < FIRST_READ:
-        return PrefillGraphs(0, f"{name}'s prefill graphs were not read (0.5.10-0.5.23 were)")
+        return f"{name}'s prefill graphs were not read (0.5.10-0.5.23 were)"
     backend = str(flags.get("cuda_graph_backend_prefill") or "").lower()
-    if str(flags.get("deepep_mode") or "").lower() == "normal" and v >= EXPLICIT_BACKEND_SINCE:
-        return PrefillGraphs(0, f"{name} turns CUDA graphs off with --deepep-mode normal")
+    normal = str(flags.get("deepep_mode") or "").lower() == "normal"
+    if normal and v >= EXPLICIT_BACKEND_SINCE and not at_memory_sizing:
+        return f"{name} turns CUDA graphs off with --deepep-mode normal"
     off_flags = [f for f, since_v in (("disable_prefill_cuda_graph", EXPLICIT_BACKEND_SINCE),
                                       ("disable_piecewise_cuda_graph", FIRST_READ))
                  if _on(flags, f) and v >= since_v]
@@ -135,39 +154,103 @@ def prefill_graphs(version: str | None, model: Model, flags: Mapping[str, str], 
         off_flags.append("disable_cuda_graph")
     if off_flags or backend == "disabled":
         given = off_flags[0] if off_flags else "cuda_graph_backend_prefill disabled"
-        return PrefillGraphs(0, f"--{given.replace('_', '-')} turns {name}'s prefill graphs off")
-    if not (backend and v >= EXPLICIT_BACKEND_SINCE):  # an explicit backend skips the rules
+        return f"--{given.replace('_', '-')} turns {name}'s prefill graphs off"
+    # An explicit backend skips the rules, as --enforce-piecewise-cuda-graph did (0.5.10 l.1080;
+    # from 0.5.14 an alias of --cuda-graph-backend-prefill tc_piecewise, server_args.py l.6398).
+    explicit = (backend and v >= EXPLICIT_BACKEND_SINCE) or (
+        _on(flags, "enforce_piecewise_cuda_graph") and v <= LEGACY_FLAGS_UNTIL)
+    if not explicit:
         for versions, applies, what in _AUTO_OFF:
             if versions(v) and applies(model, flags, pp):
-                return PrefillGraphs(0, f"{name} runs prefill without CUDA graphs with {what}")
+                return f"{name} runs prefill without CUDA graphs with {what}"
+    return None
+
+
+def prefill_graphs(version: str | None, model: Model, flags: Mapping[str, str], *, pp: int,
+                   chunked_prefill: int | None, disable_cuda_graph: bool) -> PrefillGraphs:
+    """SGLang's prefill CUDA-graph maximum for a release (None: the newest read), a model and the
+    launch flags by sglang's own names (LaunchSpec.flags(); {} for the defaults)."""
+    v = parse_version(version) if version else NEWEST_READ
+    name = _name(version)
+    why_off = off_reason(version, model, flags, pp=pp, disable_cuda_graph=disable_cuda_graph)
+    if why_off:
+        return PrefillGraphs(0, why_off)
     if _on(flags, "enable_dp_attention"):
         # sglang splits the prefill chunk over the DP ranks and re-clamps the graphs to it
         # (arg_groups/parallel_hook.py l.326-345, 0.5.23), but the MoE then runs on the tokens
         # gathered from every rank: which MoE batch a graph holds is not modelled here.
         return PrefillGraphs(0, f"{name} captures prefill graphs per DP-attention rank; the MoE "
                                 f"batch they hold is not followed (decode graphs only)")
-    sizes = _explicit_sizes(flags)
-    if sizes:
-        top, how = max(sizes), "the launch command's prefill graph sizes"
-    elif flags.get("cuda_graph_max_bs_prefill"):
-        top, how = int(flags["cuda_graph_max_bs_prefill"]), "the launch command's prefill maximum"
-    elif flags.get("piecewise_cuda_graph_max_tokens") and v <= LEGACY_FLAGS_UNTIL:
-        top, how = int(flags["piecewise_cuda_graph_max_tokens"]), "the launch command's prefill maximum"
-    elif model.mla:
-        top = min(MLA_CAP_NEW, chunked_prefill or 0) if v >= MLA_CAP_NEW_SINCE else MLA_CAP_OLD
-        how = (f"MLA: min(8192, chunked_prefill_size {chunked_prefill})" if v >= MLA_CAP_NEW_SINCE
-               else "MLA: 2048")
-    elif chunked_prefill and chunked_prefill > 0:
-        top, how = chunked_prefill, f"chunked_prefill_size {chunked_prefill}"
-    else:
+    sizes = _explicit_sizes(flags, v)
+    top_how = None if sizes else _maximum(v, model, flags, chunked_prefill)
+    if not sizes and top_how is None:
         return PrefillGraphs(0, f"{name}: chunked prefill is off, so no prefill graph maximum is known")
-    captured = sizes or capture_sizes(top)
+    how = "the launch command's prefill graph sizes" if sizes else top_how[1]  # type: ignore[index]
+    captured = sizes or capture_sizes(top_how[0])  # type: ignore[index]
     largest = max(captured, default=0)
     kind = "breakable" if v >= BREAKABLE_SINCE else "piecewise"
     return PrefillGraphs(largest, f"{name} captures prefill in {kind} CUDA graphs up to {largest} "
                                   f"tokens ({how})")
 
 
-def _explicit_sizes(flags: Mapping[str, str]) -> list[int]:
-    text = flags.get("cuda_graph_bs_prefill") or flags.get("piecewise_cuda_graph_tokens") or ""
+def configured_sizes(version: str | None, model: Model, flags: Mapping[str, str], *,
+                     chunked_prefill: int | None, context_length: int | None = None) -> tuple[int, ...]:
+    """The prefill capture sizes a release holds when it sizes its memory reserve (its graph
+    backend on): `prefill_graphs`'s maximum, clamped to an explicit --context-length in 0.5.13-
+    0.5.16 (0.5.13 server_args.py l.1582 for the default maximum only; 0.5.14 l.3264 for any), and
+    with DeepEP's breakable graphs from 0.5.17 the 2048-token grid rounded up to multiples of 8
+    (_apply_deepep_adjustments, 0.5.17 l.4251; 0.5.23 cuda_graph_hook.py l.315), set before the
+    maximum follows the chunk. Sizes are not re-clamped for DP attention: that comes later."""
+    v = parse_version(version) if version else NEWEST_READ
+    sizes = _explicit_sizes(flags, v)
+    explicit_max = _explicit_maximum(flags, v)
+    backend = str(flags.get("cuda_graph_backend_prefill") or "").lower() or (
+        "tc_piecewise" if _on(flags, "enforce_piecewise_cuda_graph") else "breakable")
+    deepep = v >= DEEPEP_ALIGN_SINCE and _a2a(flags) == "deepep" and backend == "breakable"
+    if deepep:
+        grid = sizes or capture_sizes(explicit_max or DEEPEP_DEFAULT_MAX)
+        aligned = sorted({(s + 7) // 8 * 8 for s in grid})
+        return tuple(aligned if aligned != sorted(grid) else grid)
+    if sizes:
+        return tuple(sizes)
+    top_how = _maximum(v, model, flags, chunked_prefill)
+    if top_how is None:
+        return ()
+    top = top_how[0]
+    clamps = CONTEXT_CLAMP[0] <= v <= CONTEXT_CLAMP[1] and (explicit_max is None or v > CONTEXT_CLAMP[0])
+    if context_length and clamps:
+        top = min(top, context_length)
+    return tuple(capture_sizes(top))
+
+
+def _name(version: str | None) -> str:
+    return f"sglang {version}" if version else "sglang (as read in 0.5.23)"
+
+
+def _explicit_maximum(flags: Mapping[str, str], v: V) -> int | None:
+    if flags.get("cuda_graph_max_bs_prefill"):
+        return int(flags["cuda_graph_max_bs_prefill"])
+    if flags.get("piecewise_cuda_graph_max_tokens") and v <= LEGACY_FLAGS_UNTIL:
+        return int(flags["piecewise_cuda_graph_max_tokens"])
+    return None
+
+
+def _maximum(v: V, model: Model, flags: Mapping[str, str], chunked_prefill: int | None
+             ) -> tuple[int, str] | None:
+    """(the prefill graphs' largest size, how it was chosen); None when chunked prefill is off."""
+    explicit = _explicit_maximum(flags, v)
+    if explicit is not None:
+        return explicit, "the launch command's prefill maximum"
+    if model.mla:
+        if v >= MLA_CAP_NEW_SINCE:
+            return min(MLA_CAP_NEW, chunked_prefill or 0), f"MLA: min(8192, chunked_prefill_size {chunked_prefill})"
+        return MLA_CAP_OLD, "MLA: 2048"
+    if chunked_prefill and chunked_prefill > 0:
+        return chunked_prefill, f"chunked_prefill_size {chunked_prefill}"
+    return None
+
+
+def _explicit_sizes(flags: Mapping[str, str], v: V) -> list[int]:
+    text = flags.get("cuda_graph_bs_prefill") or (
+        flags.get("piecewise_cuda_graph_tokens") if v <= LEGACY_FLAGS_UNTIL else None) or ""
     return [int(t) for t in re.findall(r"\d+", str(text))]

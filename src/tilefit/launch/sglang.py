@@ -25,7 +25,12 @@ PREFILL_FLAGS = ("disable_prefill_cuda_graph", "disable_piecewise_cuda_graph",
                  "cuda_graph_backend_prefill", "cuda_graph_max_bs_prefill",
                  "piecewise_cuda_graph_max_tokens", "cuda_graph_bs_prefill",
                  "piecewise_cuda_graph_tokens", "enable_two_batch_overlap", "enable_torch_compile",
-                 "enable_eplb", "speculative_algorithm", "dcp_size", "deepep_mode")
+                 "enable_eplb", "speculative_algorithm", "dcp_size", "deepep_mode",
+                 "enforce_piecewise_cuda_graph")
+# Flags sglang's default --mem-fraction-static reads besides those (memory/sglang_reserve.py).
+MEMORY_FLAGS = ("disaggregation_mode", "max_prefill_tokens", "speculative_num_draft_tokens",
+                "disable_decode_cuda_graph", "cuda_graph_backend_decode", "enable_memory_saver",
+                "enable_piecewise_cuda_graph")
 
 
 def layout_of(tp: int = 1, ep: int = 1, dp: int = 1, *, dp_attention: bool = False,
@@ -96,7 +101,8 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec
     layout, replicas = par.layout, par.replicas
     backend = v.get("moe_backend") or ("flashinfer_cutlass" if v.get("legacy_fi_cutlass") else None)
     # Other flags engine rules read, by sglang's own names (the prefill-graph rules among them).
-    own = {"a2a": "moe_a2a_backend", "moe_dense_tp": "moe_dense_tp_size", **{k: k for k in PREFILL_FLAGS}}
+    own = {"a2a": "moe_a2a_backend", "moe_dense_tp": "moe_dense_tp_size",
+           **{k: k for k in PREFILL_FLAGS + MEMORY_FLAGS}}
     extra = tuple((own[k], _text(v[k])) for k in own if k in v and v[k] not in (None, False))
     if v.get("dp_attention") or attn_dp > 1:
         extra += (("enable_dp_attention", "true"),)

@@ -43,6 +43,26 @@ class Parallel:
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchFlags:
+    """What else of the launch command an engine's default rules read (sglang's reserve behind
+    --mem-fraction-static): flags by the engine's own name (LaunchSpec.flags()), the environment
+    the command sets, the pipeline stages and whether CUDA graphs are turned off."""
+
+    flags: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    pipeline: int = 1
+    disable_cuda_graph: bool = False  # sglang --disable-cuda-graph / vLLM --enforce-eager
+
+    def mapping(self) -> dict[str, str]:
+        return dict(self.flags)
+
+    def on(self, name: str) -> bool:
+        """A switch given as a flag (or an environment variable) with a true value."""
+        value = dict(self.flags).get(name, dict(self.env).get(name, ""))
+        return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Memory settings from the launch command; None means the engine's default."""
 
@@ -54,6 +74,7 @@ class Settings:
     cuda_graph_max_bs: int | None = None
     page_size: int | None = None  # sglang --page-size / vLLM --block-size
     moe_backend: str | None = None  # the MoE kernel path where it changes weight layout (vLLM mxfp4: marlin)
+    launch: LaunchFlags = LaunchFlags()  # the rest of the launch command the engine's defaults read
 
 
 def since(version: str | None, boundary: tuple[int, ...]) -> bool:
@@ -85,10 +106,19 @@ def from_launch(spec: object) -> tuple[Parallel, Settings]:
     kind = {"sglang": "static", "vllm": "utilization"}.get(engine)
     mf = ls.mem_fraction if getattr(ls, "mem_fraction_kind", kind) == kind else None
     kv = ls.kv_cache_dtype or "auto"
+    graph_bs = ls.cuda_graph_max_bs
+    sizes = getattr(ls, "cuda_graph_batch_sizes", None)
+    if engine == "sglang" and graph_bs is None and sizes:
+        graph_bs = max(sizes)  # --cuda-graph-bs sets the maximum (server_args.py 0.5.9-0.5.18, memory_hook.py)
+    flags = getattr(spec, "flags", dict)()
+    launch = LaunchFlags(flags=tuple(sorted(flags.items())), env=tuple(getattr(spec, "env", ())),
+                         pipeline=int(getattr(spec, "pipeline", 1) or 1),
+                         disable_cuda_graph=bool(getattr(ls, "disable_cuda_graph", False)))
     settings = Settings(mem_fraction=mf, context_length=ls.context_length,
                         max_running_requests=ls.max_running_requests, kv_dtype=kv,
-                        chunked_prefill=ls.chunked_prefill_size, cuda_graph_max_bs=ls.cuda_graph_max_bs)
-    return Parallel.for_engine(engine, layout.gpus, layout.ep, layout.dp), settings
+                        chunked_prefill=ls.chunked_prefill_size, cuda_graph_max_bs=graph_bs, launch=launch)
+    a2a = flags.get("moe_a2a_backend", "none") if engine == "sglang" else "none"
+    return Parallel.for_engine(engine, layout.gpus, layout.ep, layout.dp, a2a), settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 sglang: "Load weight end. ... mem usage=X GB" (GB = bytes / 2**30) and "KV Cache is allocated.
 #tokens: N, K size: X GB, V size: Y GB" (or "KV size: X GB" for MLA); vLLM: "Model loading took X
 GiB", "Available KV cache memory: X GiB", "GPU KV cache size: N tokens", "Maximum concurrency for N
-tokens per request: Xx".
+tokens per request: Xx"; sglang's resolved "mem_fraction_static=X" (server_args=ServerArgs(...)).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ _SG_KV = re.compile(r"KV Cache is allocated\..*?#tokens: (\d+), (?:K size: ([\d.
 _V_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
 _V_AVAIL = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
 _V_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+_SG_FRACTION = re.compile(r"ServerArgs\(.*?\bmem_fraction_static=([\d.]+)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,7 @@ class Printed:
     kv_tokens: int | None = None
     kv_gib: float | None = None  # sglang: K + V (or KV) size; vLLM: available KV cache memory
     concurrency: tuple[int, float] | None = None  # (tokens per request, requests at once)
+    mem_fraction: float | None = None  # sglang's mem_fraction_static as its ServerArgs print it
 
 
 def read_printed(text: str) -> Printed:
@@ -39,5 +41,7 @@ def read_printed(text: str) -> Printed:
     if m := _V_AVAIL.search(text):
         kv_gib = float(m.group(1))
     conc = _V_CONC.search(text)
+    fraction = _SG_FRACTION.search(text)
     return Printed(weights, kv_tokens, kv_gib,
-                   (int(conc.group(1).replace(",", "")), float(conc.group(2))) if conc else None)
+                   (int(conc.group(1).replace(",", "")), float(conc.group(2))) if conc else None,
+                   float(fraction.group(1)) if fraction else None)

@@ -14,16 +14,17 @@
   0.5.23 (mem_cache/kv_cache_configurator.py _profile_available_bytes), which also names the
   smallest viable fraction when the weights leave no pool. The DSA fp8 pool stores 656 B per layer;
   0.5.9 sized it at 576 B, 0.5.23 (model_executor/pool_configurator.py) at the stored 656.
-- Defaults (server_args.py, _handle_gpu_memory_settings): mem_fraction_static = (gpu_mem -
-  reserved) / gpu_mem with reserved = 512 MB + 1.5 MB per chunked-prefill token + 2 MB per
-  CUDA-graph batch + tp/8 GB (+ DP-attention terms), at least 10 GB on GPUs over 60 GB; DSA
-  models default to an fp8 KV cache on SM100+ and page size 64; max_running_requests defaults
-  to min(max(tokens / context_len * 512, 2048), 4096), capped by the pool. 0.5.23
-  (arg_groups/memory_hook.py) keeps that reserve, adds 2 GB for DeepEP's buffers and caps the
-  decode graph batch at --max-running-requests; its prefill-graph reserve is not modelled. The
-  prefill chunk and decode graph batch follow GPU memory; 0.5.20 raised them for 20-35 GiB GPUs
-  (A10, RTX 4090, RTX 5090) from 2k and 24/80 to 4k and 48/160 (MID_GPU_RAISED).
-Without --engine-version the rules follow 0.5.23 where the two differ.
+- Defaults (server_args.py _handle_gpu_memory_settings; arg_groups/memory_hook.py from 0.5.19):
+  mem_fraction_static = round((gpu_mem - reserved) / gpu_mem, 3), the reserve (activations,
+  tp x pp / 8 GB, decode and prefill CUDA graphs, DP attention, the 10 GB floor on GPUs over
+  60 GB, DeepEP, speculative decoding, post-capture KV sizing) as each release 0.5.4-0.5.23 sizes
+  it: memory/sglang_reserve.py. The prefill chunk and decode graph batch follow GPU memory;
+  0.5.20 raised them for 20-35 GiB GPUs (A10, RTX 4090, RTX 5090) from 2k and 24/80 to 4k and
+  48/160 (MID_GPU_RAISED); from 0.5.22 the decode graph batch is capped at
+  --max-running-requests. DSA models default to an fp8 KV cache on SM100+ and page size 64;
+  max_running_requests defaults to min(max(tokens / context_len * 512, 2048), 4096), capped by
+  the pool.
+Without --engine-version the rules follow 0.5.23 where releases differ.
 """
 
 from __future__ import annotations
@@ -32,11 +33,12 @@ from tilefit.hw.catalog import GPU
 from tilefit.memory.base import (GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings,
                                  since, version_tuple)
 from tilefit.memory.kv import gqa_bytes, indexer_bytes_per_token, mla_latent_bytes, normalize_kv_dtype
+from tilefit.memory.sglang_reserve import RUNNING_CAP, reserve
 from tilefit.memory.startup import absorbed_mla_copies, cuda_context, dist_init, runtime_needs, usable_total
 from tilefit.models.architecture import Architecture
 
 MIB = 2**20
-VERSIONS = "0.5.9, 0.5.23"
+VERSIONS = "0.5.4-0.5.22, 0.5.23"  # the last is the newest read: version None follows it
 OLD_DSA_SIZING = (0, 5, 9)  # last version read that sized the DSA fp8 pool at 576 B per layer
 # First version whose defaults give 20-35 GiB GPUs (A10, RTX 4090, RTX 5090) a 4k prefill chunk and
 # decode graphs up to batch 48 (tp < 4) or 160: arg_groups/memory_hook.py in the 0.5.20-0.5.23
@@ -115,25 +117,15 @@ class SglangMemory:
         gpu_mib = _gpu_mem_mib(req)
         chunk, graph_bs = _graph_max_bs(gpu_mib, req.parallel.tp, req.version)
         chunk = s.chunked_prefill or chunk
-        newer = since(req.version, (0, 5, 23))
-        if newer and not s.cuda_graph_max_bs and s.max_running_requests:
-            graph_bs = min(graph_bs, s.max_running_requests)  # memory_hook.py (0.5.23)
+        if since(req.version, RUNNING_CAP) and not s.cuda_graph_max_bs and s.max_running_requests:
+            graph_bs = min(graph_bs, s.max_running_requests)
         graph_bs = s.cuda_graph_max_bs or graph_bs
         mf = s.mem_fraction
         if mf is None:
-            reserved = 512 + max(chunk, 2048) * 1.5 + graph_bs * 2 + req.parallel.tp / 8 * 1024
-            if req.parallel.dp_attention:
-                reserved += graph_bs * req.parallel.dp * 3
-                if graph_bs > 300:
-                    reserved += graph_bs * req.parallel.dp * 1.5
-            if gpu_mib > 60 * 1024:
-                reserved = max(reserved, 10 * 1024)
-            if newer and req.parallel.a2a_backend == "deepep":
-                reserved += 2 * 1024  # reserve_for_deepep_a2a_mb (0.5.23)
-            mf = round((gpu_mib - reserved) / gpu_mib, 3)
+            mf = reserve(req, gpu_mib, chunk, graph_bs).fraction(gpu_mib)
         return Settings(mem_fraction=mf, context_length=s.context_length, max_running_requests=s.max_running_requests,
                         kv_dtype=self._kv_dtype(arch, req, s), chunked_prefill=chunk, cuda_graph_max_bs=graph_bs,
-                        page_size=s.page_size)
+                        page_size=s.page_size, launch=s.launch)
 
     def extra_weights(self, arch: Architecture, placement: Placement, gpu: GPU,
                       settings: Settings) -> tuple[Figure, ...]:
