@@ -33,7 +33,7 @@ from tilefit.hw.catalog import GPU
 from tilefit.memory.base import (GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings,
                                  since, version_tuple)
 from tilefit.memory.kv import gqa_bytes, indexer_bytes_per_token, mla_latent_bytes, normalize_kv_dtype
-from tilefit.memory.sglang_reserve import RUNNING_CAP, reserve
+from tilefit.memory.sglang_reserve import PREFILL_PARTS, RUNNING_CAP, reserve
 from tilefit.memory.startup import absorbed_mla_copies, cuda_context, dist_init, runtime_needs, usable_total
 from tilefit.models.architecture import Architecture
 
@@ -132,15 +132,30 @@ class SglangMemory:
         return absorbed_mla_copies(arch, placement, "sglang 0.5.9 deepseek_v2.py")
 
     def pool(self, req: MemoryRequest, settings: Settings, weights: int, kv: KVLayout) -> Pool:
-        reserve, ctx, dist = usable_total(req.gpu), cuda_context(req.gpu), dist_init(req.parallel.tp)
-        start = req.gpu.memory_bytes - reserve.bytes - ctx.bytes - dist.bytes
+        driver, ctx, dist = usable_total(req.gpu), cuda_context(req.gpu), dist_init(req.parallel.tp)
+        start = req.gpu.memory_bytes - driver.bytes - ctx.bytes - dist.bytes
         mf = settings.mem_fraction or 0.0
         kv_bytes = int(start * mf) - weights
         headroom = start - int(start * mf)
-        runtime = runtime_needs(req, self.placement(req.arch, req.parallel), settings)
+        runtime = runtime_needs(req, self.placement(req.arch, req.parallel), settings) + \
+            self._prefill_graphs(req, settings)
         rule = (f"sglang: {mf:g} x {start / GIB:.2f} GiB free after start-up - {weights / GIB:.2f} GiB weights "
                 f"= {kv_bytes / GIB:.2f} GiB for the KV cache")
-        return Pool(kv_bytes=kv_bytes, rule=rule, startup=(reserve, ctx, dist), runtime=runtime, headroom=headroom)
+        return Pool(kv_bytes=kv_bytes, rule=rule, startup=(driver, ctx, dist), runtime=runtime, headroom=headroom)
+
+    @staticmethod
+    def _prefill_graphs(req: MemoryRequest, settings: Settings) -> tuple[Figure, ...]:
+        """The prefill CUDA graphs' memory outside the pool, whatever the fraction: sglang's own
+        estimate of it, the part of its default reserve that it adds for them (sglang_reserve)."""
+        gpu_mib = _gpu_mem_mib(req)
+        parts = reserve(req, gpu_mib, settings.chunked_prefill or 0,
+                        settings.cuda_graph_max_bs or 0).parts
+        mb = sum(v for what, v in parts if what.startswith(PREFILL_PARTS))
+        if not mb:
+            return ()
+        return (Figure("prefill_graphs", int(mb * MIB),
+                       f"estimate: the {mb:g} MB sglang reserves for its prefill CUDA graphs (1536 MB "
+                       f"for MLA models, else 8 MB per captured size; memory_hook.py 0.5.23 l.381-397)"),)
 
     def kv_tokens(self, arch: Architecture, pool_bytes: int, kv: KVLayout, version: str | None = None) -> int:
         if pool_bytes <= 0:

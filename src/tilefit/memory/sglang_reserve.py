@@ -47,6 +47,10 @@ FLOOR_MB, FLOOR_ABOVE_MB = 10 * 1024, 60 * 1024
 GRAPH_MB_PER_BS, DP_MB_PER_BS, DP_EXTRA_MB_PER_BS, DP_EXTRA_ABOVE_BS = 2, 3, 1.5, 300
 PREFILL_MB_PER_SIZE, PREFILL_MLA_MB, BREAKABLE_DEEPEP_MB, DEEPEP_MB = 8, 1536, 1024, 2048
 SPECULATIVE_MB = {"STANDALONE": 6144, "NGRAM": 0}  # others: EAGLE-like
+# The reserve's parts for the prefill graphs: sglang's own estimate of what capturing them takes
+# (SglangMemory counts it outside the pool whatever the fraction).
+PREFILL_GRAPHS, PREFILL_BREAKABLE_DEEPEP = "prefill graphs", "breakable graphs with DeepEP"
+PREFILL_PARTS = (PREFILL_GRAPHS, PREFILL_BREAKABLE_DEEPEP)
 OPT_IN_DEFAULT_MAX_TOKENS = 4096  # --piecewise-cuda-graph-max-tokens default, 0.5.5.post3-0.5.6
 
 # First release of each rule (tilefit's version parser drops .post suffixes, so 0.5.5.post3's
@@ -109,11 +113,11 @@ def reserve(req: MemoryRequest, gpu_mb: float, chunk: int, graph_bs: int) -> Res
                       (chunk if since(v, OPT_IN_EIGHTH) else OPT_IN_DEFAULT_MAX_TOKENS))
             opt_in_after = top // 8 if since(v, OPT_IN_EIGHTH) else top // 4
         else:
-            parts.append(("prefill graphs", PREFILL_MLA_MB if model.mla and since(v, DEFAULT_ON)
+            parts.append((PREFILL_GRAPHS, PREFILL_MLA_MB if model.mla and since(v, DEFAULT_ON)
                           else PREFILL_MB_PER_SIZE * len(sizes)))
             if (since(v, BREAKABLE_DEEPEP) and p.a2a_backend == "deepep"
                     and _prefill_backend(flags) == "breakable"):
-                parts.append(("breakable graphs with DeepEP", BREAKABLE_DEEPEP_MB))
+                parts.append((PREFILL_BREAKABLE_DEEPEP, BREAKABLE_DEEPEP_MB))
     subtotal = sum(mb for _, mb in parts)
     if gpu_mb > FLOOR_ABOVE_MB and subtotal < FLOOR_MB:
         parts.append(("raised to the 10 GiB floor", FLOOR_MB - subtotal))
@@ -122,7 +126,7 @@ def reserve(req: MemoryRequest, gpu_mb: float, chunk: int, graph_bs: int) -> Res
         spec = SPECULATIVE_MB.get(algo, 4096 if since(v, SPECULATIVE_4GB) else 2048)
         parts.append((f"speculative decoding ({algo})", spec))
     if opt_in_after:
-        parts.append(("prefill graphs (opt-in piecewise)", opt_in_after))
+        parts.append((f"{PREFILL_GRAPHS} (opt-in piecewise)", opt_in_after))
     if role_aware and role != "prefill" and decode_on and p.a2a_backend == "deepep":
         parts.append(("DeepEP buffers", DEEPEP_MB))
     return Reserve(tuple((what, mb) for what, mb in parts if mb), "graph and activation reserve")
