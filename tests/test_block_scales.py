@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tilefit.cli import tune_cmd
+from tilefit.cli import tune_cmd, tune_engines
 from tilefit.cli.main import build_parser
 from tilefit.engines import get_engine
 from tilefit.errors import UsageError
@@ -36,11 +36,11 @@ def test_an_engine_without_the_triton_kernel_says_so():
     ("bf16", ("sglang",), "column"),  # no scales to apply
 ])
 def test_tune_times_the_form_of_the_engines_it_writes_for(dtype, emit, want):
-    assert tune_cmd._block_scales(dtype, emit, None) == want
+    assert tune_engines.block_scales(dtype, emit, None) == want
 
 
 def test_an_older_sglang_release_is_tuned_per_column():
-    assert tune_cmd._block_scales("fp8-block", ("sglang",), "0.5.4") == "column"
+    assert tune_engines.block_scales("fp8-block", ("sglang",), "0.5.4") == "column"
 
 
 @pytest.fixture

@@ -47,6 +47,7 @@ class Case:
     N: int
     dtype: str | None  # the engines' dtype selector
     block: tuple[int, int] | None
+    emit: tuple[str, ...] = ("vllm", "sglang")  # the engines whose files the run writes
 
     @property
     def w1_shape(self) -> tuple[int, int, int]:
@@ -66,7 +67,11 @@ CASES = {
     # zai-org/GLM-5-FP8: quant_method fp8, weight_block_size [128, 128]
     "glm5-ep8-fp8-block": Case("glm-5-fp8", ("--ep", "8"), "fp8-block", EXPERTS // 8, INTER,
                                "fp8_w8a8", (128, 128)),
-    "glm5-tp8-bf16": Case("glm-5", ("--tp", "8"), "bf16", EXPERTS, INTER // 8, None, None),
+    "glm5-tp8-bf16": Case("glm-5", ("--tp", "8"), "bf16", EXPERTS, INTER // 8, None, None, ("vllm",)),
+    # Under TP SGLang runs GLM-5's shared expert inside the fused MoE (GlmMoeDsaForCausalLM,
+    # engines/sglang_shared.py): another GEMM, E = 257, in a file of its own name.
+    "glm5-tp8-bf16-sglang": Case("glm-5", ("--tp", "8"), "bf16", EXPERTS + 1, INTER // 8, None, None,
+                                 ("sglang",)),
 }
 
 
@@ -99,7 +104,7 @@ def emitted(request, tmp_path_factory) -> Emitted:
 
     case = CASES[request.param]
     out = tmp_path_factory.mktemp(request.param)
-    args = ["tune", "--model", case.model, *case.layout, "--target", "fake", "--emit", "vllm,sglang",
+    args = ["tune", "--model", case.model, *case.layout, "--target", "fake", "--emit", ",".join(case.emit),
             "--out", str(out), "--json", "--compile-workers", "2", "--rounds", "2"]
     stdout, stderr = io.StringIO(), io.StringIO()
     with redirect_stdout(stdout), redirect_stderr(stderr):
@@ -109,6 +114,11 @@ def emitted(request, tmp_path_factory) -> Emitted:
     picks = {(r["job"], r["batch"]): r["config_dict"] for r in data["rows"]}
     finalists = {(r["job"], r["batch"]): [f["config_dict"] for f in r["finalists"]] for r in data["rows"]}
     return Emitted(case, out, frozenset(data["files"]), picks, finalists)
+
+
+def _writes_for(case: Case, engine: str) -> None:
+    if engine not in case.emit:
+        pytest.skip(f"this layout's run writes {', '.join(case.emit)} files only")
 
 
 def _written(path: Path) -> dict[int, dict[str, int]]:
@@ -162,6 +172,7 @@ def vllm_lookup(emitted, monkeypatch):
 @_not_installed("vllm")
 def test_vllm_reads_the_emitted_file_with_its_own_lookup(emitted, vllm_lookup):
     c = emitted.case
+    _writes_for(c, "vllm")
     name = vllm_lookup.get_config_file_name(c.E, c.N, c.dtype, list(c.block) if c.block else None)
     path = emitted.out / "vllm" / name
     assert str(path) in emitted.files, f"vLLM looks for {name}; tilefit wrote {sorted(emitted.files)}"
@@ -182,6 +193,7 @@ def test_vllm_reads_the_emitted_file_with_its_own_lookup(emitted, vllm_lookup):
 @_not_installed("vllm")
 def test_vllm_picks_the_config_tilefit_predicts_for_every_batch(emitted, vllm_lookup):
     """try_get_optimal_moe_config: E and N from the per-rank weight shapes, nearest batch key."""
+    _writes_for(emitted.case, "vllm")
     c = emitted.case
     configs = _written(emitted.out / "vllm" / vllm_lookup.get_config_file_name(
         c.E, c.N, c.dtype, list(c.block) if c.block else None))
@@ -243,6 +255,7 @@ def test_sglang_reads_the_emitted_files_with_its_own_lookup(emitted, sglang_look
     import triton
 
     c = emitted.case
+    _writes_for(c, "sglang")
     folder = emitted.out / "sglang" / "configs" / ("triton_" + triton.__version__.replace(".", "_"))
     read = {}
     for down in (False, True):
@@ -268,3 +281,33 @@ def test_sglang_reads_the_emitted_files_with_its_own_lookup(emitted, sglang_look
         allowed = emitted.as_engine_runs("sglang", "gemm2", batch)
         if allowed[0]["BLOCK_SIZE_M"] == up[batch]["BLOCK_SIZE_M"] and len(allowed) == 1:
             assert gemm2[batch] == allowed[0]
+
+
+@_not_installed("sglang")
+def test_sglang_ships_fused_shared_expert_files_and_check_reads_them(monkeypatch):
+    """SGLang runs DeepSeek-V3's shared expert inside the fused MoE under TP8 (E = 257,
+    engines/sglang_shared.py) and ships tuned files under that name: its own lookup finds one for
+    the H200, and so does `tilefit check`, which judges it."""
+    import torch
+    import triton
+
+    from tilefit.check import CheckRequest, run_check
+
+    monkeypatch.delenv("SGLANG_MOE_CONFIG_DIR", raising=False)
+    module = _sglang_config_module(_sglang_lookup_file())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: DEVICE)
+    off = SimpleNamespace(enable_deterministic_inference=False)
+    if hasattr(module, "get_exec"):
+        monkeypatch.setattr(module, "get_exec", lambda: SimpleNamespace(deterministic=off))
+    else:
+        monkeypatch.setattr(module, "get_global_server_args", lambda: off)
+    with _uncached(module):
+        shipped = module.get_moe_configs(257, 256, "fp8_w8a8", 128, 128)
+    assert shipped, "SGLang ships no E=257 (DeepSeek-V3 TP8, fused shared expert) file for the H200"
+    ours = get_engine("sglang").find_tuned_config(E=257, N=256, device_name=DEVICE, weight_dtype="fp8-block",
+                                                  triton_version=triton.__version__, environ={})
+    assert ours.found is not None and ours.found.name.startswith("E=257,N=256,")
+    report = run_check(CheckRequest(model="deepseek-v3", gpu="h200", tp=8, engine="sglang"))
+    assert dict(report.checked.fields)["config_source"].startswith(f"tuned file {ours.found}")
+    assert any(f.kind == "shared-experts-fused" for f in report.findings)

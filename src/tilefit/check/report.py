@@ -53,12 +53,20 @@ def run_check(req: CheckRequest) -> CheckReport:
     gpu = get_gpu(req.gpu)
     engine = get_engine(req.engine)
     layout = req.layout or engine.layout(tp=req.tp, ep=req.ep, dp=req.dp)
-    plan = plan_layer(model, layout)
+    plan_layer(model, layout)  # the layout's divisibility errors first
     choice = engine.backend(model.weight_dtype, gpu.arch, layout=layout, version=req.engine_version,
                             override=req.backend, environ=req.env,
                             flags=dict(req.flags) if req.flags is not None else None)
+    flags = {"moe_a2a_backend": req.a2a_backend or "none", **dict(req.flags or ())}
+    fusion = engine.shared_fusion(model, layout, gpu.arch, choice.engine_backend,
+                                  version=req.engine_version, flags=flags)
+    plan = plan_layer(model, layout, fusion.experts)
     family = get_family(choice.family)
     family_findings, checked = PATHS[family.picked_by](req, engine, family, choice, gpu, plan)
+    if fusion.experts:
+        family_findings.insert(1, Finding(INFO, "shared-experts-fused",
+                                          f"{engine.name} runs the shared expert inside the fused MoE: "
+                                          f"{plan.local_experts} experts per GPU", (fusion.why,)))
     mplan = memory_plan(req.model, gpu, engine.name, layout, req.memory, req.engine_version, req.a2a_backend,
                         preset=model.name)
     memory = memory_findings(mplan) if mplan is not None else _memory_findings(plan, gpu)

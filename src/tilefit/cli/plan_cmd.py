@@ -50,6 +50,8 @@ def render(d: dict[str, Any]) -> str:
         width = d["gemms"][1]["k"]
         lines.insert(2, f"per-GPU expert width {d['padded_from']} padded to {width}, as the engines pad "
                         f"{m['weight_dtype']} experts (vLLM oracle/mxfp4.py, sglang quantization/mxfp4.py)")
+    if d.get("shared_experts_fused"):
+        lines.insert(2, f"shared expert inside the fused MoE: {d['shared_experts_fused']}")
     rows = [(g["name"], g["local_experts"], g["n"], g["k"], human_bytes(g["weight_bytes"]))
             for g in d["gemms"]]
     lines.append(table(["gemm", "groups", "N", "K", "weights/GPU"], rows, align="lrrrr"))
@@ -89,7 +91,12 @@ def run(args: argparse.Namespace) -> int:
         head = launch_lines(spec, args.gpus) + [""]
         if args.launch:
             _settings_to_memory_args(args, spec)
-    d = plan_data(model, args.gpu, tp, ep, dp, args.batch)
+    engine = None
+    if spec is not None:
+        from tilefit.engines import get_engine
+
+        engine = (get_engine(spec.engine), getattr(args, "engine_version", None), spec.flags())
+    d = plan_data(model, args.gpu, tp, ep, dp, args.batch, engine)
     if spec is not None:
         d["launch"] = spec.as_dict()
     memory = _memory_plan(args, d, model, tp, ep, dp) if args.memory else None

@@ -13,6 +13,7 @@ from typing import Any
 from tilefit.cli.args import add_json_arg, int_list, non_negative_int, positive_float, positive_int
 from tilefit.cli.launch_args import add_launch_args, launch_spec, model_of
 from tilefit.cli.memory_args import engine_version
+from tilefit.cli.tune_engines import block_scales, shared_fusion, swap_ab
 from tilefit.errors import UsageError
 # A module attribute, so that tests can replace it.
 from tilefit.tune.device import local_gpus as _local_gpus
@@ -206,14 +207,20 @@ def build_request(args: argparse.Namespace) -> Any:
         figures = resolve_device(device_name, dtype, devices[0] or 0,
                                  bandwidth_gbps=args.mem_bandwidth, peak_tflops=args.peak_tflops)
         gpu = figures.gpu
+    fusion = shared_fusion((target,) if target in ENGINE_TARGETS else emit,
+                           model, layout, gpu.arch, args.engine_version,
+                           spec.flags() if spec is not None else {}, own_kernel=target in ENGINE_TARGETS)
+    if fusion.experts:  # the engines run the shared expert inside the fused MoE: that GEMM is tuned
+        plan = plan_layer(model, layout, fusion.experts)
+        shape = TuneShape.of_layer(model, plan, dtype)
     kwargs: dict[str, Any] = {"gpu": gpu.key}
     graph = None
     if target == "tilefit":
         graph = _graph_limit(args, spec, model_name, gpu, layout, emit)
         kwargs["graph_max_batch"] = graph.batch
-        kwargs["scales"] = _block_scales(dtype, emit, args.engine_version)
+        kwargs["scales"] = block_scales(dtype, emit, args.engine_version)
         kwargs["engines"] = emit  # search only what the engines written for run as tuned
-        kwargs["swap_ab"] = _swap_ab(dtype, emit, gpu.arch, args.engine_version)
+        kwargs["swap_ab"] = swap_ab(dtype, emit, gpu.arch, args.engine_version)
     if args.emit and target not in ("tilefit", *CPU_TARGETS):
         raise UsageError(f"--emit writes engine files from a tuning of tilefit's kernel; with "
                          f"--target {target} the engine's own files are written already")
@@ -241,6 +248,7 @@ def build_request(args: argparse.Namespace) -> Any:
         | ({"graph_limit": graph.as_dict()} if graph is not None else {})
         | ({"block_scales": kwargs["scales"]} if "scales" in kwargs and dtype == "fp8-block" else {})
         | ({"swap_ab": True} if kwargs.get("swap_ab") else {})
+        | ({"shared_experts_fused": fusion.why} if fusion.experts else {})
         | _searched(factory, kwargs, shape, emit),
         trace=Path(args.trace) if args.trace else None)
 
@@ -311,26 +319,6 @@ def _searched(factory: Any, kwargs: dict[str, Any], shape: Any, emit: tuple[str,
     return {"searched": f"searched {kept:,} of the {grid:,} configs: the ones {titles} {verb} as tuned"}
 
 
-def _swap_ab(dtype: str, emit: tuple[str, ...], arch: Any, engine_version: str | None) -> bool:
-    """Whether tilefit's kernel computes the narrow-row fp8 tiles swapped while tuning: when every
-    engine written for does on this arch (vLLM >= 0.25 and SGLang, fp8 on sm90)."""
-    from tilefit.engines import get_engine
-
-    return bool(emit) and all(get_engine(e).swap_ab_path(dtype, arch, engine_version) for e in emit)
-
-
-def _block_scales(dtype: str, emit: tuple[str, ...], engine_version: str | None) -> str:
-    """How tilefit's kernel applies fp8-block weight scales while tuning: as the engines whose
-    files are written do ("row" when all of them apply one per row where a tile's columns share
-    it, SGLang's kernel), else per column (vLLM's kernel, and tilefit's own default)."""
-    from tilefit.engines import get_engine
-
-    if dtype != "fp8-block" or not emit:
-        return "column"
-    forms = {get_engine(e).block_scales(engine_version) for e in emit}
-    return "row" if forms == {"row"} else "column"
-
-
 def _ray_options(args: argparse.Namespace, target: str) -> Any:
     """RayOptions for --ray (Ray must import: else exit 2 naming the extra), or None."""
     if args.ray is None:
@@ -368,13 +356,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         progress.close()
     scales, searched = req.provenance.get("block_scales"), req.provenance.get("searched")
-    swap_ab = bool(req.provenance.get("swap_ab"))
+    swapped, fused = bool(req.provenance.get("swap_ab")), req.provenance.get("shared_experts_fused")
     if args.json:
         print_json(report.as_dict() | {"graph_limit": graph.as_dict() if graph else None,
                                        "block_scales": scales, "searched": searched,
-                                       "swap_ab": swap_ab})
+                                       "swap_ab": swapped, "shared_experts_fused": fused})
     else:
-        print(render(report, graph, scales, searched, swap_ab))
+        print(render(report, graph, scales, searched, swapped, fused))
     if report.model_bugs or any(r.config is None for r in report.rows):
         return 1
     return 0

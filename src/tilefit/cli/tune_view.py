@@ -7,11 +7,12 @@ from typing import Any
 
 
 def render(report: Any, graph: Any = None, scales: str | None = None, searched: str | None = None,
-           swap_ab: bool = False) -> str:
+           swap_ab: bool = False, fused: str | None = None) -> str:
     """The summary; `graph` (a tune.graph_limit.GraphLimit) says up to which batch rows were
     graph-timed, `scales` how fp8-block weight scales were applied (None: not fp8-block),
     `searched` which part of the grid was searched (None: all of it), `swap_ab` whether the
-    narrow-row fp8 tiles were computed swapped."""
+    narrow-row fp8 tiles were computed swapped, `fused` why the shared expert was tuned inside
+    the fused MoE (None: it was not)."""
     from tilefit.cli.output import table
     from tilefit.tune.results import describe
 
@@ -40,6 +41,8 @@ def render(report: Any, graph: Any = None, scales: str | None = None, searched: 
     if swap_ab:
         lines.append("fp8 tiles with BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64 computed as B^T A^T, "
                      "as the engines written for run them on this GPU (swap-AB)")
+    if fused:
+        lines.append(f"shared expert tuned inside the fused MoE: {fused}")
     if report.ceilings is not None:
         lines.append(report.ceilings.line())
         over = sum(1 for r in report.rows if (r.pct_of_floor or 0.0) > 100.0)

@@ -14,10 +14,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from tilefit.engines.sglang_shared import SharedFusion
 from tilefit.engines.triton_moe import DefaultConfig
 from tilefit.engines.types import BackendChoice, ConfigLookup, Fatality, FinalizeState, Remedy
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
+from tilefit.models.types import MoEModel
 
 PerBatch = Mapping[int, Mapping[str, int]]  # batch -> {BLOCK_SIZE_M, ..., num_stages}
 
@@ -84,6 +86,14 @@ class Engine(Protocol):
                        settings: Mapping[str, str] | None = None) -> FinalizeState:
         """Whether gemm2's fused FINALIZE tactics are in play; `settings` are launch options by the
         engine's own name (e.g. TensorRT-LLM's moe_config.disable_finalize_fusion)."""
+        ...
+
+    def shared_fusion(self, model: MoEModel, layout: Layout, arch: Arch, runner: str, *,
+                      version: str | None = None,
+                      flags: Mapping[str, str] | None = None) -> SharedFusion:
+        """Shared experts the engine appends to its fused MoE for this model and deployment (the
+        fused MoE then runs local experts + that many, every token routed to them); `runner`: the
+        MoE backend it runs (BackendChoice.engine_backend)."""
         ...
 
     def fatality(self, family: str) -> Fatality:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from tilefit.engines.sglang_shared import SharedFusion, shared_fusion
 from tilefit.engines.table import TableEngine
 from tilefit.engines.triton_moe import (
     TritonEngine, config_content, device_part, engine_dtype, installed_triton_version, package_dir,
@@ -20,6 +22,7 @@ from tilefit.engines.triton_moe import (
 from tilefit.engines.types import ConfigLookup, FinalizeState, Source, VersionRange, parse_version
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
+from tilefit.layout.plan import Layout
 from tilefit.versions import parse_version as parse_triton_version
 
 TUNED_ENV = "SGLANG_MOE_CONFIG_DIR"  # replaces the package folder; <dir>/configs/triton_X_Y_Z/
@@ -139,6 +142,12 @@ class Sglang(TritonEngine):
                       "flashinfer-cutlass": ("sgl_fp8_runner", "sgl_nvfp4_runner", "sgl_mxfp4")}
     default_sources = SRC
     default_ranges = _RANGES
+
+    def shared_fusion(self, model: Any, layout: Layout, arch: Arch, runner: str, *,
+                      version: str | None = None, flags: Mapping[str, str] | None = None) -> SharedFusion:
+        return shared_fusion(version or self.newest, architecture=model.architecture,
+                             routed=model.num_experts, shared=model.shared_experts, layout=layout,
+                             arch=arch, runner=runner, flags=flags or {})
 
     def forced_family(self, family: str, dtype: str, arch: Arch) -> tuple[str, tuple[str, ...]]:
         family, caveats = TableEngine.forced_family(self, family, dtype, arch)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tilefit._toml import tomllib
+from tilefit.engines.sglang_shared import NONE as NO_FUSION, SharedFusion
 from tilefit.engines.types import (
     OVERRIDES, BackendChoice, ConfigLookup, Fatality, Remedy, Source, VersionRange, check_arch,
     check_weight_dtype, parse_version)
@@ -255,6 +256,12 @@ class TableEngine:
         the three methods above; the others say what they do instead."""
         return (f"{self.title} has no Triton fused-MoE config files or default configs; its MoE runs "
                 f"kernels it picks itself ({', '.join(self.select)})")
+
+    def shared_fusion(self, model: Any, layout: Layout, arch: Arch, runner: str, *,
+                      version: str | None = None, flags: Mapping[str, str] | None = None) -> SharedFusion:
+        """No fusion unless the engine says otherwise (sglang: engines/sglang_shared.py; vLLM fuses
+        the shared expert on ROCm only)."""
+        return NO_FUSION
 
     def fatality(self, family: str) -> Fatality:
         """Whether a config/tactic of `family` that cannot launch kills the engine at warmup."""

@@ -77,6 +77,7 @@ class LayerPlan:
     local_experts: int
     gemms: tuple[GemmShape, ...]  # routed first, then shared
     padded_from: int | None = None  # the per-rank width before the engine's padding, if padded
+    fused_shared: int = 0  # shared experts the engine runs inside the fused MoE (in local_experts)
 
     @property
     def routed(self) -> tuple[GemmShape, ...]:
@@ -95,8 +96,11 @@ class LayerPlan:
         return self.weight_bytes_all_layers / memory_bytes
 
 
-def plan_layer(model: MoEModel, layout: Layout) -> LayerPlan:
-    """The GEMMs of one MoE layer on one GPU; errors say which divisibility fails and what divides."""
+def plan_layer(model: MoEModel, layout: Layout, fused_shared: int = 0) -> LayerPlan:
+    """The GEMMs of one MoE layer on one GPU; errors say which divisibility fails and what divides.
+    `fused_shared`: shared experts the engine appends to the fused MoE on every rank (sglang's
+    shared-expert fusion, Engine.shared_fusion): they join the routed groups, with the routed width
+    split over TP, instead of running as a dense MLP."""
     h, i, e = model.hidden_size, model.expert_width, model.num_experts
     if i % layout.tp:
         raise UsageError(f"--tp {layout.tp} does not divide {model.name}'s expert width {i}; "
@@ -113,12 +117,12 @@ def plan_layer(model: MoEModel, layout: Layout) -> LayerPlan:
             raise UsageError(f"--tp {layout.tp} leaves an expert width of {i_tp}, not a multiple of the "
                              f"{w.name} scale block {w.k_multiple}; use a smaller tp")
         padded_from, i_tp = i_tp, -(-i_tp // pad) * pad
-    local = e // layout.ep
+    local = e // layout.ep + fused_shared
     gemms = [
         GemmShape("gemm1", 2 * i_tp, h, local, local * w.matrix_bytes(2 * i_tp, h)),
         GemmShape("gemm2", h, i_tp, local, local * w.matrix_bytes(h, i_tp)),
     ]
-    if model.shared_expert_width:
+    if model.shared_expert_width and not fused_shared:
         # Shared experts run as a dense MLP on every token, sharded over the attention TP group.
         s, shards = model.shared_expert_width, layout.attention_tp
         if s % shards:
@@ -132,7 +136,7 @@ def plan_layer(model: MoEModel, layout: Layout) -> LayerPlan:
             GemmShape("shared.gemm1", 2 * s_tp, h, 1, w.matrix_bytes(2 * s_tp, h)),
             GemmShape("shared.gemm2", h, s_tp, 1, w.matrix_bytes(h, s_tp)),
         ]
-    return LayerPlan(model, layout, local, tuple(gemms), padded_from)
+    return LayerPlan(model, layout, local, tuple(gemms), padded_from, fused_shared)
 
 
 def _divisors(n: int) -> str:

@@ -201,7 +201,15 @@ def from_config(cfg: Any, *, name: str, source: str, quant: dict[str, Any] | Non
         shared_expert_width=shared_width,
         weights=weight_format(fmt_source, quant, where),
         source=source,
+        architecture=_architecture(cfg),
     )
+
+
+def _architecture(cfg: dict[str, Any]) -> str:
+    """The model class the config names (`architectures[0]`): engines decide some kernels by it
+    (sglang's shared-expert fusion, engines/sglang_shared.py); "" when the config names none."""
+    names = cfg.get("architectures")
+    return str(names[0]) if isinstance(names, list) and names and isinstance(names[0], str) else ""
 
 
 # A config.json is a few KiB (DeepSeek-V3's is 1.7 KiB; with long per-layer lists, tens of KiB),

@@ -60,7 +60,8 @@ def _gemm_dims(shape: TuneShape) -> list[tuple[int, int]]:
 
 def active_experts(shape: TuneShape, batch: int) -> float:
     """Expected local experts with at least one token (each token picks topk of total_experts)."""
-    return expected_active_experts(batch, shape.experts, shape.total_experts, shape.topk)
+    local, picks = shape.routed
+    return expected_active_experts(batch, local, shape.total_experts, picks) + (shape.shared if batch else 0)
 
 
 def _bytes_and_flops(shape: TuneShape, batch: int, n: int, k: int,

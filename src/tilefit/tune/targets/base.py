@@ -64,6 +64,10 @@ class TuneShape:
     topk: int
     dtype: str  # "bf16" | "fp16" | "fp8-block" (e4m3 with 128x128 block scales)
     total_experts: int = 0  # 0: same as experts
+    # Shared experts the engine runs inside the fused MoE (sglang's shared-expert fusion): the last
+    # `shared` of `experts`, every token routed to each, counted in `topk` too; the routed picks
+    # are then topk - shared of total_experts (the routed experts of the whole model).
+    shared: int = 0
 
     def __post_init__(self) -> None:
         if self.gemm not in GEMMS:
@@ -71,7 +75,9 @@ class TuneShape:
         if self.dtype not in TUNE_DTYPES:  # never tune per-tensor fp8 on the block-scaled kernel
             raise ValueError(f"dtype must be one of {', '.join(TUNE_DTYPES)}, got {self.dtype!r}")
         if self.total_experts == 0:
-            object.__setattr__(self, "total_experts", self.experts)
+            object.__setattr__(self, "total_experts", self.experts - self.shared)
+        if not 0 <= self.shared < min(self.experts, self.topk):
+            raise ValueError(f"shared experts {self.shared} must be fewer than experts and top-k")
 
     @property
     def nk(self) -> tuple[int, int]:
@@ -83,25 +89,33 @@ class TuneShape:
         """gemm1's shape of `model`'s MoE layer on one GPU of `plan` (layout.plan_layer), tuned
         as `dtype`: the local experts and the per-rank width expert_width / tp."""
         return cls("gemm1", plan.local_experts, model.hidden_size,
-                   model.expert_width // plan.layout.tp, model.top_k, dtype, model.num_experts)
+                   model.expert_width // plan.layout.tp, model.top_k + plan.fused_shared, dtype,
+                   model.num_experts, plan.fused_shared)
 
     def with_gemm(self, gemm: str) -> TuneShape:
         return TuneShape(gemm, self.experts, self.hidden, self.width, self.topk, self.dtype,
-                         self.total_experts)
+                         self.total_experts, self.shared)
 
     def key(self) -> str:
         """Stable text key for journals and replay files."""
         return (f"{self.gemm}:E={self.experts}/{self.total_experts},H={self.hidden},"
-                f"I={self.width},k={self.topk},{self.dtype}")
+                f"I={self.width},k={self.topk},{self.dtype}" + (f",shared={self.shared}" if self.shared else ""))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"gemm": self.gemm, "experts": self.experts, "hidden": self.hidden,
-                "width": self.width, "topk": self.topk, "dtype": self.dtype,
-                "total_experts": self.total_experts}
+        out = {"gemm": self.gemm, "experts": self.experts, "hidden": self.hidden,
+               "width": self.width, "topk": self.topk, "dtype": self.dtype,
+               "total_experts": self.total_experts}
+        return out | ({"shared": self.shared} if self.shared else {})
+
+    @property
+    def routed(self) -> tuple[int, int]:
+        """(local routed experts, routed picks per token): the shape without its fused shared experts."""
+        return self.experts - self.shared, self.topk - self.shared
 
     def assignments(self, batch: int) -> float:
         """Expected (token, expert) pairs computed on this GPU for `batch` tokens."""
-        return batch * self.topk * self.experts / self.total_experts
+        local, picks = self.routed
+        return batch * (picks * local / self.total_experts + self.shared)
 
 
 @dataclass(frozen=True, slots=True)

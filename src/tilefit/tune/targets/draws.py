@@ -22,7 +22,8 @@ EMPTY_REDRAWS = 64
 def routing(shape: TuneShape, batch: int, seed: int, *, local: bool = True) -> tuple[Any, Any]:
     """Uniform random top-k with a fixed seed: ([batch, topk] int32 ids, [batch, topk] weights).
     Each token takes topk distinct experts of total_experts; with `local`, ids past this rank's
-    experts are -1 (dropped by the alignment, as under EP), else they stay global. On the CPU.
+    experts are -1 (dropped by the alignment, as under EP), else they stay global. Fused shared
+    experts (shape.shared) are appended to every token's picks. On the CPU.
 
     Under EP a small batch can route no token to this rank (Qwen3-235B EP8 at batch 1: 16 of 128
     experts local, 8 picked, 34% of draws): the kernel then has nothing to do, every config times
@@ -32,13 +33,17 @@ def routing(shape: TuneShape, batch: int, seed: int, *, local: bool = True) -> t
     import torch
 
     g = torch.Generator(device="cpu").manual_seed(seed)
+    local_routed, picks = shape.routed
     for _ in range(EMPTY_REDRAWS):
-        ids = torch.rand(batch, shape.total_experts, generator=g).topk(shape.topk, dim=1).indices
+        ids = torch.rand(batch, shape.total_experts, generator=g).topk(picks, dim=1).indices
         if not local:
             break
-        ids = torch.where(ids < shape.experts, ids, torch.full_like(ids, -1))
-        if bool((ids >= 0).any()):
+        ids = torch.where(ids < local_routed, ids, torch.full_like(ids, -1))
+        if bool((ids >= 0).any()) or shape.shared:
             break
+    if shape.shared:  # fused shared experts (ids after the routed ones): every token, every batch
+        fused = torch.arange(local_routed, shape.experts, dtype=ids.dtype)
+        ids = torch.cat([ids, fused.expand(batch, shape.shared)], dim=1)
     ids = ids.to(torch.int32)
     weights = torch.rand(batch, shape.topk, generator=g).softmax(dim=1)
     return ids, weights
