@@ -38,12 +38,10 @@ HOLDOUT_MISSES: dict[str, str] = {
     "vllm-flashinfer-3134-enginecore-unsupported-tile-cluster-config-dump":
         "an exception message the EngineCore logs at ERROR (core.py) with no traceback or 'failed to start' "
         "line in the excerpt; the unsupported-tile line alone is one an autotuner may catch",
-    "vllm-vllm-44780-kv-offload-segfault-encountered-unknown-frames":
-        "the '!!!!!!! Segfault encountered !!!!!!!' banner is a spelling no rule knows",
 }
-# (vllm-50934, a fourth miss then — vLLM's 'Dumping scheduler output for model execution' not read as
-# an end — is read right since the engine-dump rule that the third held-out set's vllm-43222 asked
-# for, 2026-12-02: rules/vllm.py.)
+# Right since 2026-12-02: vllm-44780 (apache-tvm-ffi's SIGSEGV banner '!!!!!!! Segfault encountered
+# !!!!!!!', rules/generic.py) and vllm-50934 (vLLM's 'Dumping scheduler output for model execution',
+# the engine-dump rule the third held-out set's vllm-43222 asked for, rules/vllm.py).
 # The second held-out set, measured once (2026-12-01 08:01, 19 of 20 right; benchmarks/RESULTS.md). Its
 # one miss (DeepEP#137: DeepEP's kernel timeouts, each followed by trap() in DeepEP's source) revealed a
 # general defect that rules/deepep.py now handles by principle; none is left to expect.

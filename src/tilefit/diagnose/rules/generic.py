@@ -150,6 +150,11 @@ RULES = (
         ("mpi-signal-end", "*** End of error message ***",
          "[node1:219487] *** End of error message ***"),
     )),
+    # apache-tvm-ffi's SIGSEGV handler (FlashInfer's and SGLang's FFI; src/ffi/backtrace.cc l.150-164
+    # in 0.1.11): the banner, a backtrace of `File "<unknown>", line 0, in ...` frames, then the
+    # signal re-raised with the default action, which ends the process.
+    Rule("tvm-ffi-segfault", E, CRASHED, FATAL, "Segfault encountered",
+         "!!!!!!! Segfault encountered !!!!!!!"),
     Rule("core-dumped", E, CRASHED, FATAL, "(core dumped)",
          "Aborted (core dumped)"),
     Rule("aborted", E, CRASHED, FATAL, "Aborted",
