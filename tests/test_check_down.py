@@ -67,3 +67,29 @@ def test_another_block_m_is_an_assertion_before_0_5_13_and_gemm1s_after(cli, tmp
     assert kinds["down-config-block-m"]["severity"] == "info"
     assert [i["batch"] for i in kinds["down-config-exceeds-smem"]["items"]] == [4096]
     assert kinds["down-config-exceeds-smem"]["items"][0]["config"]["BLOCK_SIZE_M"] == 128
+
+
+def test_releases_that_read_no_down_file_are_not_judged_on_it(cli, tmp_path):
+    # sglang reads `_down` files from 0.5.4.post2; tilefit reads 0.5.4's post releases as 0.5.4.
+    down = dict(OK, BLOCK_SIZE_M=16, BLOCK_SIZE_N=64, BLOCK_SIZE_K=128, num_stages=4)
+    _files(tmp_path, {"1": OK, "4096": dict(OK, BLOCK_SIZE_M=128)}, {"1": OK, "4096": down})
+    kinds = _kinds(_check(cli, tmp_path, "0.5.4").json())
+    assert not {k for k in kinds if k.startswith("down-")}
+
+
+def test_without_a_version_a_block_m_mismatch_is_a_warning_naming_both_behaviours(cli, tmp_path):
+    down = dict(OK, BLOCK_SIZE_M=16, BLOCK_SIZE_N=64, BLOCK_SIZE_K=128, num_stages=4)
+    _files(tmp_path, {"1": OK, "4096": dict(OK, BLOCK_SIZE_M=128)}, {"1": OK, "4096": down})
+    r = cli("check", "--model", "qwen3-30b-a3b", "--gpu", "rtx-5090", "--tp", "4", "--engine", "sglang",
+            "--config-dir", str(tmp_path), "--json")
+    found = _kinds(r.json())["down-config-block-m"]
+    assert found["severity"] == "warning" and "0.5.13" in found["title"]
+
+
+def test_pairs_the_two_files_as_the_engine_selects_them_at_every_batch(cli, tmp_path):
+    # gemm1 keys 1 and 4096, _down keys 1, 64 and 4096: batch 64 takes gemm1's key-1 entry (BM 64)
+    # and the _down key-64 entry (BM 16), a pair neither key set shows alone.
+    _files(tmp_path, {"1": OK, "4096": dict(OK, BLOCK_SIZE_M=128)},
+           {"1": OK, "64": dict(OK, BLOCK_SIZE_M=16), "4096": dict(OK, BLOCK_SIZE_M=128)})
+    found = _kinds(_check(cli, tmp_path, "0.5.12").json())["down-config-block-m"]
+    assert found["severity"] == "fatal" and any(i.startswith("batch 64 (gemm1 key 1)") for i in found["details"])

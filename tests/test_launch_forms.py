@@ -17,6 +17,9 @@ from tilefit.launch.shell import parse_command
     ("nohup vllm serve m -tp 4 >> out.log 2> err.log < /dev/null &", ("m", "-tp", "4")),
     ("vllm serve m --x a>b", ("m", "--x", "a>b")),  # inside a word: not a redirection
     ("vllm serve m --chat-template '>{x}' &> all.log", ("m", "--chat-template", ">{x}")),
+    ("vllm serve m -tp 2 > 'my log.txt' 2>&1", ("m", "-tp", "2")),
+    ('vllm serve m -tp 2 >"a b" &', ("m", "-tp", "2")),
+    ("vllm serve m -tp 2 2>", ("m", "-tp", "2")),  # a redirection cut off at the end of the paste
 ])
 def test_redirections_are_not_arguments(text, args):
     assert parse_command(text).args == args
@@ -46,4 +49,11 @@ def test_a_prefix_unique_before_newer_flags_came_is_read_as_its_flag():
     spec = parse_launch("python3 -m sglang.launch_server --model-path m --tp 8 --speculative-algorithm "
                         "NEXTN --speculative-draft d")
     assert "--speculative-draft" not in spec.unknown
-    assert any("--speculative-draft-model-path" in n and "0.5.2" in n for n in spec.notes)
+    assert any("read as --speculative-draft-model-path" in n for n in spec.notes)
+
+
+def test_a_prefix_of_a_removed_flag_is_read_as_the_newest_release_reads_it():
+    # --enable-ep: --enable-ep-moe (removed, made EP = TP) and --enable-eplb share it until the
+    # first is gone; the newest releases read --enable-eplb, which leaves the layout alone.
+    spec = parse_launch("python3 -m sglang.launch_server --model-path m --tp 8 --enable-ep")
+    assert spec.layout.ep == 1 and any("read as --enable-eplb" in n for n in spec.notes)

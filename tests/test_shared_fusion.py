@@ -99,3 +99,29 @@ def test_tune_emits_sglang_files_under_the_fused_name_and_refuses_a_mixed_emit(c
     assert r.code == 2 and "two runs" in r.err and "Traceback" not in r.err
     r = cli(*base, "--emit", "vllm", "--out", str(tmp_path / "c"), "--json")
     assert r.code == 0 and any("E=256,N=256" in f for f in r.json()["files"])
+
+
+def test_plan_with_an_engine_never_fails_on_a_runner_it_does_not_model(cli):
+    # gpt-oss (mxfp4) on sglang and DeepSeek-V3 on vLLM with a B200: no fusion to follow, and
+    # no backend question to fail on (plan has no --backend).
+    for args in (("--model", "gpt-oss-120b", "--engine", "sglang", "--gpu", "h200"),
+                 ("--model", "deepseek-v3", "--engine", "vllm", "--gpu", "b200")):
+        r = cli("plan", *args, "--json")
+        assert r.code == 0, r.err
+        assert "shared_experts_fused" not in r.json()
+    r = cli("plan", "--model", "deepseek-v3", "--tp", "8", "--engine", "sglang", "--gpu", "h200",
+            "--a2a-backend", "deepep", "--json")
+    assert r.code == 0 and r.json()["local_experts"] == 256  # DeepEP keeps it apart, as check says
+
+
+def test_qwen3_next_fuses_under_tp_from_0_5_14():
+    assert _fusion("qwen3-next-80b", Layout(tp=4)) == 1
+    assert _fusion("qwen3-next-80b", Layout(tp=4), version="0.5.13") == 0
+    assert _fusion("qwen3-next-80b", Layout(tp=4), flags={"moe_a2a_backend": "deepep"}) == 0
+
+
+def test_check_proposes_a_tune_command_that_tune_accepts_for_a_fused_deployment(cli):
+    d = cli("check", "--model", "deepseek-v3", "--gpu", "h200", "--tp", "8", "--engine", "sglang",
+            "--json").json()
+    commands = [r["setting"] for f in d["findings"] for r in f.get("remedies", []) if r.get("setting")]
+    assert any("--target tilefit --emit sglang" in c for c in commands), commands

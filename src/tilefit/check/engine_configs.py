@@ -1,12 +1,14 @@
 """Check of a family whose configs the engine picks itself (vLLM's and SGLang's Triton fused MoE):
-the tuned config file the engine would load, or else its default config per batch size, judged by
-the family's shared-memory model. A config that cannot launch raises OutOfResources at first use
+the tuned config file the engine would load, or else its default config per batch size, and
+SGLang's separately tuned gemm2 file (check/down_configs.py), judged by the family's shared-memory
+model. A config that cannot launch raises OutOfResources at first use
 and takes the server down."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Any
 
+from tilefit.check.down_configs import DownCheck, check_down_file
 from tilefit.check.types import FATAL, INFO, WARNING, Checked, CheckRequest, Finding, Judged, fix
 from tilefit.engines import BackendChoice, Engine
 from tilefit.engines.triton_moe import installed_triton_version, nearest_batch, read_tuned_configs
@@ -35,7 +37,10 @@ def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily
     lookup = engine.find_tuned_config(E=e_local, N=n, device_name=gpu.name, weight_dtype=model.weight_dtype,
                                       triton_version=installed_triton_version(), config_dir=req.config_dir,
                                       version=req.engine_version, environ=req.env)
-    tune_cmd = f"tilefit tune --model {req.model} --tp {req.tp} --ep {req.ep} --target {choice.engine}"
+    # The engine's own kernel is tuned where tilefit can build its inputs; with the shared expert
+    # inside the fused MoE tilefit's kernel stands in (tune refuses --target there).
+    how = f"--target tilefit --emit {choice.engine}" if plan.fused_shared else f"--target {choice.engine}"
+    tune_cmd = f"tilefit tune --model {req.model} --tp {req.tp} --ep {req.ep} {how}"
     tuned_fix = (fix("tuned-config", tune_cmd, f"tune {lookup.file_name} on this GPU (every config it writes "
                      f"fits); where to write it and how to point {choice.engine} at it:"),
                  *engine.remedies(family.name, arch=arch, version=req.engine_version, kinds=("tuned-config",),
@@ -83,12 +88,15 @@ def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily
                 tuned_fix + tuple(engine.remedies(family.name, arch=arch, version=req.engine_version,
                                                   kinds=("backend",))),
                 tuple(Judged(v, batch=b) for b, v in bad.items())))
-    up_at = (lambda b: configs[nearest_batch(list(configs), b)]) if lookup.found is not None else \
-        (lambda b: defaults[b].as_moe_config() if b in defaults else engine.default_configs(
-            [b], E=e_local, weight_dtype=model.weight_dtype, arch=arch,
-            version=req.engine_version)[b].as_moe_config())
-    down_found, down_judged = _down_file(req, engine, family, gpu, plan, form, lookup, up_at,
-                                         fatal_info, tuned_fix)
+    def up_at(batch: int) -> Any:
+        if lookup.found is not None:
+            return configs[nearest_batch(list(configs), batch)]
+        return engine.default_configs([batch], E=e_local, weight_dtype=model.weight_dtype, arch=arch,
+                                      version=req.engine_version)[batch].as_moe_config()
+
+    down_found, down_judged = check_down_file(DownCheck(
+        req, engine, family, gpu, plan, dtype, form, lookup.found, up_at,
+        tuple(configs if lookup.found is not None else defaults), fatal_info, tuned_fix, MODEL_CAVEAT))
     findings += down_found
     source += " and its gemm2 (_down) file" if down_judged else ""
     every = [(f"batch {b}", v) for b, v in judged.items()] + [(f"gemm2 batch {b}", v)
@@ -106,51 +114,3 @@ def check_engine_configs(req: CheckRequest, engine: Engine, family: KernelFamily
                       + ((("swap_ab", True),) if form["swap_ab"] else ()))
     return findings, checked
 
-
-def _down_file(req: CheckRequest, engine: Engine, family: KernelFamily, gpu: GPU, plan: LayerPlan,
-               form: dict, lookup, up_at, fatal_info, tuned_fix) -> tuple[list[Finding], dict]:
-    """SGLang's separately tuned gemm2 (`_down`) file, when the engine reads one besides gemm1's:
-    each entry judged as the engine runs it. Its BLOCK_SIZE_M must be gemm1's at that batch (one
-    alignment serves both): older releases assert it, newer ones run gemm1's BLOCK_SIZE_M with the
-    rest of the entry (Engine.down_block_m_mismatch). ({findings}, {batch: verdict})."""
-    arch, model = gpu.arch, plan.model
-    down = engine.find_tuned_config(E=plan.local_experts, N=model.expert_width // plan.layout.tp,
-                                    device_name=gpu.name, weight_dtype=model.weight_dtype,
-                                    triton_version=installed_triton_version(), config_dir=req.config_dir,
-                                    version=req.engine_version, environ=req.env, down=True)
-    if down.found is None or down.found == lookup.found:
-        return [], {}
-    _version, entries = read_tuned_configs(down.found)
-    mode = engine.down_block_m_mismatch(req.engine_version)
-    findings: list[Finding] = []
-    differ = {b: up_at(b) for b, c in entries.items() if c.block_m != up_at(b).block_m}
-    name = down.found.name
-    if differ and mode == "assert":
-        findings.append(Finding(
-            FATAL, "down-config-block-m",
-            f"{len(differ)} of {len(entries)} entries of {name} have another BLOCK_SIZE_M than "
-            f"gemm1's config at the same batch: {engine.name} asserts they are equal",
-            tuple(f"batch {b}: gemm2 {entries[b].label()}, gemm1 {u.label()}" for b, u in differ.items())
-            + ("the first batch that selects such an entry ends the server with an AssertionError "
-               "(try_get_optimal_moe_config)",), tuned_fix))
-    elif differ:
-        findings.append(Finding(
-            INFO, "down-config-block-m",
-            f"{len(differ)} of {len(entries)} entries of {name} have another BLOCK_SIZE_M than "
-            f"gemm1's config at the same batch: {engine.name} runs them with gemm1's, judged so",
-            tuple(f"batch {b}: {entries[b].label()} runs as BLOCK_SIZE_M={u.block_m}"
-                  for b, u in differ.items())))
-    runs = {b: replace(c, block_m=differ[b].block_m) if b in differ and mode == "override" else c
-            for b, c in entries.items()}
-    verdicts = dict(zip(runs, family.judge(list(runs.values()), arch, model.weight_dtype, **form).verdicts))
-    bad = {b: v for b, v in verdicts.items() if not v.fits}
-    if bad:
-        findings.append(Finding(
-            FATAL if fatal_info.fatal else WARNING, "down-config-exceeds-smem",
-            f"{len(bad)} of {len(verdicts)} entries of {name} (gemm2) cannot launch on {arch.name}",
-            tuple(f"batch {b}: {v.config.label()}: {v.reason}" for b, v in bad.items())
-            + (fatal_info.why, MODEL_CAVEAT), tuned_fix, tuple(Judged(v, batch=b) for b, v in bad.items())))
-    else:
-        findings.append(Finding(INFO, "down-config", f"gemm2 tuned config found: {down.found}",
-                                (f"all {len(verdicts)} entries fit {arch.smem_per_block_optin:,} B",)))
-    return findings, verdicts

@@ -51,7 +51,8 @@ def render(d: dict[str, Any]) -> str:
         lines.insert(2, f"per-GPU expert width {d['padded_from']} padded to {width}, as the engines pad "
                         f"{m['weight_dtype']} experts (vLLM oracle/mxfp4.py, sglang quantization/mxfp4.py)")
     if d.get("shared_experts_fused"):
-        lines.insert(2, f"shared expert inside the fused MoE: {d['shared_experts_fused']}")
+        lines.insert(2, f"shared expert inside the fused MoE: {d['shared_experts_fused']}; it takes "
+                        f"every token, one row per token more than the routed rows below")
     rows = [(g["name"], g["local_experts"], g["n"], g["k"], human_bytes(g["weight_bytes"]))
             for g in d["gemms"]]
     lines.append(table(["gemm", "groups", "N", "K", "weights/GPU"], rows, align="lrrrr"))
@@ -91,12 +92,8 @@ def run(args: argparse.Namespace) -> int:
         head = launch_lines(spec, args.gpus) + [""]
         if args.launch:
             _settings_to_memory_args(args, spec)
-    engine = None
-    if spec is not None:
-        from tilefit.engines import get_engine
-
-        engine = (get_engine(spec.engine), getattr(args, "engine_version", None), spec.flags())
-    d = plan_data(model, args.gpu, tp, ep, dp, args.batch, engine)
+    fusion = _fusion(args, spec, model, tp, ep, dp)
+    d = plan_data(model, args.gpu, tp, ep, dp, args.batch, fusion.experts, fusion.why)
     if spec is not None:
         d["launch"] = spec.as_dict()
     memory = _memory_plan(args, d, model, tp, ep, dp) if args.memory else None
@@ -140,3 +137,20 @@ def _memory_plan(args: argparse.Namespace, d: dict[str, Any], model: str, tp: in
     if d["gpu"] is None:
         raise UsageError("--memory needs a GPU: pass --gpu NAME (see `tilefit gpus`)")
     return plan_memory(memory_request(args, model, d["gpu"]["key"], args.engine or "sglang", tp, ep, dp))
+
+
+def _fusion(args: argparse.Namespace, spec: Any, model: str, tp: int, ep: int, dp: int) -> Any:
+    """The shared experts the deployment's engine runs inside its fused MoE (sglang's shared-expert
+    fusion), on a GPU that is named or present; none without an engine or a GPU."""
+    from tilefit.engines.registry import get_engine, shared_fusion_of
+    from tilefit.engines.types import NO_FUSION
+    from tilefit.hw.catalog import resolve_target
+    from tilefit.layout.plan import Layout
+    from tilefit.models import load_model
+
+    gpu, _ = resolve_target(args.gpu, None, required=False)
+    if spec is None or gpu is None:
+        return NO_FUSION
+    return shared_fusion_of(get_engine(spec.engine), load_model(model), Layout(tp=tp, ep=ep, dp=dp),
+                            gpu.arch, version=getattr(args, "engine_version", None), flags=spec.flags(),
+                            a2a=getattr(args, "a2a_backend", None))

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tilefit.engines import get_engine
-from tilefit.engines.sglang_shared import NONE, SharedFusion
+from tilefit.engines.types import NO_FUSION as NONE, SharedFusion
 from tilefit.errors import UsageError
 
 
@@ -42,20 +42,18 @@ def shared_fusion(engines: tuple[str, ...], model: Any, layout: Any, arch: Any,
     fusions = {e: get_engine(e).shared_fusion(model, layout, arch, "triton", version=engine_version,
                                               flags=flags) for e in engines}
     if len({f.experts for f in fusions.values()}) > 1:
-        fused = [get_engine(e).title for e, f in fusions.items() if f.experts]
-        plain = [get_engine(e).title for e, f in fusions.items() if not f.experts]
+        fused = [e for e, f in fusions.items() if f.experts]
+        plain = [e for e, f in fusions.items() if not f.experts]
+        local = model.num_experts // layout.ep
+        extra = max(f.experts for f in fusions.values())
         raise UsageError(f"{' and '.join(fused)} {'run' if len(fused) > 1 else 'runs'} {model.name}'s "
-                         f"shared expert inside the fused MoE (E={layout_experts(model, layout) + 1}), "
-                         f"{' and '.join(plain)} {'do' if len(plain) > 1 else 'does'} not "
-                         f"(E={layout_experts(model, layout)}): different GEMMs in differently named "
-                         f"files; tune them in two runs (--emit {fused[0].lower()}, then --emit "
-                         f"{plain[0].lower()})")
+                         f"shared expert inside the fused MoE (E={local + extra}), {' and '.join(plain)} "
+                         f"{'do' if len(plain) > 1 else 'does'} not (E={local}): different GEMMs in "
+                         f"differently named files; tune them in two runs (--emit {','.join(fused)}, "
+                         f"then --emit {','.join(plain)})")
     fusion = next(iter(fusions.values()))
     if fusion.experts and own_kernel:
         raise UsageError(f"{fusion.why}; tuning the engine's own kernel with the shared expert is not "
                          f"supported: use --target tilefit --emit {engines[0]}, which times that GEMM")
     return fusion
 
-
-def layout_experts(model: Any, layout: Any) -> int:
-    return model.num_experts // layout.ep

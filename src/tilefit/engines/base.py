@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from tilefit.engines.sglang_shared import SharedFusion
 from tilefit.engines.triton_moe import DefaultConfig
-from tilefit.engines.types import BackendChoice, ConfigLookup, Fatality, FinalizeState, Remedy
+from tilefit.engines.types import (
+    BackendChoice, ConfigLookup, Fatality, FinalizeState, Remedy, SharedFusion)
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
 from tilefit.models.types import MoEModel
@@ -86,6 +86,15 @@ class Engine(Protocol):
                        settings: Mapping[str, str] | None = None) -> FinalizeState:
         """Whether gemm2's fused FINALIZE tactics are in play; `settings` are launch options by the
         engine's own name (e.g. TensorRT-LLM's moe_config.disable_finalize_fusion)."""
+        ...
+
+    def reads_down_files(self, version: str | None = None) -> bool:
+        """Whether the engine reads a separately tuned gemm2 (`_down`) config file."""
+        ...
+
+    def down_block_m_mismatch(self, version: str | None = None) -> str:
+        """What the engine does with a `_down` entry whose BLOCK_SIZE_M is not gemm1's at that
+        batch: "override" (runs gemm1's) or "assert" (fails)."""
         ...
 
     def shared_fusion(self, model: MoEModel, layout: Layout, arch: Arch, runner: str, *,

@@ -9,8 +9,11 @@ no engine ever borrows another's behaviour.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from typing import Any
 
 from tilefit.engines.base import Engine
+from tilefit.engines.types import NO_FUSION, SharedFusion
 from tilefit.errors import UsageError
 
 # name -> module path
@@ -36,3 +39,17 @@ def get_engine(name: str) -> Engine:
     engine = importlib.import_module(ENGINES[key]).ENGINE
     assert isinstance(engine, Engine), f"{ENGINES[key]}.ENGINE does not answer the Engine protocol"
     return engine
+
+
+def shared_fusion_of(engine: Engine, model: Any, layout: Any, arch: Any, *, version: str | None = None,
+                     flags: Mapping[str, str] | None = None, a2a: str | None = None) -> SharedFusion:
+    """The shared experts `engine` runs inside its fused MoE for this deployment, with the MoE
+    runner its own backend rules pick; a combination those rules do not model fuses nothing (the
+    fusion of an unmodelled runner is not followed, engines/sglang_shared.py)."""
+    given = {"moe_a2a_backend": a2a or "none", **dict(flags or {})}
+    try:
+        runner = engine.backend(model.weight_dtype, arch, layout=layout, version=version,
+                                flags=dict(flags) if flags else None).engine_backend
+    except UsageError:
+        return NO_FUSION
+    return engine.shared_fusion(model, layout, arch, runner, version=version, flags=given)

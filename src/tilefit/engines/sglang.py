@@ -14,12 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tilefit.engines.sglang_shared import SharedFusion, shared_fusion
+from tilefit.engines.sglang_shared import shared_fusion
 from tilefit.engines.table import TableEngine
 from tilefit.engines.triton_moe import (
     TritonEngine, config_content, device_part, engine_dtype, installed_triton_version, package_dir,
     selectors, write_json_atomic)
-from tilefit.engines.types import ConfigLookup, FinalizeState, Source, VersionRange, parse_version
+from tilefit.engines.types import (
+    ConfigLookup, FinalizeState, SharedFusion, Source, VersionRange, parse_version)
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
@@ -145,9 +146,10 @@ class Sglang(TritonEngine):
 
     def shared_fusion(self, model: Any, layout: Layout, arch: Arch, runner: str, *,
                       version: str | None = None, flags: Mapping[str, str] | None = None) -> SharedFusion:
-        return shared_fusion(version or self.newest, architecture=model.architecture,
+        return shared_fusion(version or self.newest, architecture=model.hf_architecture,
                              routed=model.num_experts, shared=model.shared_experts, layout=layout,
-                             arch=arch, runner=runner, flags=flags or {})
+                             arch=arch, runner=runner, flags=flags or {},
+                             shared_width=model.shared_expert_width, routed_width=model.expert_width)
 
     def forced_family(self, family: str, dtype: str, arch: Arch) -> tuple[str, tuple[str, ...]]:
         family, caveats = TableEngine.forced_family(self, family, dtype, arch)
@@ -187,6 +189,9 @@ class Sglang(TritonEngine):
     # BLOCK_SIZE_M=.. does not match up config .. overriding down BLOCK_SIZE_M to match" and runs
     # gemm1's (0.5.13, 0.5.14 l.310, 0.5.18 l.327, 0.5.23 l.324-338).
     down_block_m_override_since = "0.5.13"
+    # The `_down` file is read from 0.5.4.post2 (absent in 0.5.4.post1); versions compare by
+    # release, so 0.5.4's post releases count as not reading it.
+    down_files_since = "0.5.5"
 
     def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
         """fused_moe_kernel loads one scale per K step, at k_start // group_k, and nothing clamps

@@ -48,7 +48,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from tilefit.engines.types import parse_version
+from tilefit.engines.types import flag_on, parse_version
 
 V = tuple[int, int, int]
 FIRST_READ, NEWEST_READ = (0, 5, 10), (0, 5, 23)
@@ -89,8 +89,7 @@ def _v(lo: V | None = None, hi: V | None = None) -> Callable[[V], bool]:
     return lambda v: (lo is None or v >= lo) and (hi is None or v <= hi)
 
 
-def _on(flags: Mapping[str, str], name: str) -> bool:
-    return str(flags.get(name, "")).lower() in ("1", "true", "yes", "on")
+_on = flag_on
 
 
 def _a2a(flags: Mapping[str, str]) -> str:

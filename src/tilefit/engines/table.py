@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from tilefit._toml import tomllib
-from tilefit.engines.sglang_shared import NONE as NO_FUSION, SharedFusion
 from tilefit.engines.types import (
-    OVERRIDES, BackendChoice, ConfigLookup, Fatality, Remedy, Source, VersionRange, check_arch,
-    check_weight_dtype, parse_version)
+    NO_FUSION, OVERRIDES, BackendChoice, ConfigLookup, Fatality, Remedy, SharedFusion, Source,
+    VersionRange, check_arch, check_weight_dtype, parse_version)
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
@@ -256,6 +255,12 @@ class TableEngine:
         the three methods above; the others say what they do instead."""
         return (f"{self.title} has no Triton fused-MoE config files or default configs; its MoE runs "
                 f"kernels it picks itself ({', '.join(self.select)})")
+
+    def reads_down_files(self, version: str | None = None) -> bool:
+        return False
+
+    def down_block_m_mismatch(self, version: str | None = None) -> str:
+        return "assert"
 
     def shared_fusion(self, model: Any, layout: Layout, arch: Arch, runner: str, *,
                       version: str | None = None, flags: Mapping[str, str] | None = None) -> SharedFusion:

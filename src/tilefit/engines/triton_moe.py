@@ -245,6 +245,12 @@ class TritonEngine(TableEngine):
     # None: no such path in the versions read.
     swap_ab_since: str | None = None
 
+    # The first version read that reads a separately tuned gemm2 (`_down`) file; None: none does.
+    down_files_since: str | None = None
+
+    def reads_down_files(self, version: str | None = None) -> bool:
+        return self._since(self.down_files_since, version)
+
     # The first version read that runs a gemm2 (`_down`) entry whose BLOCK_SIZE_M differs from
     # gemm1's at the same batch with gemm1's BLOCK_SIZE_M (both share one alignment) and a warning;
     # before it the engine asserts they are equal. None: the engine reads no gemm2 file.

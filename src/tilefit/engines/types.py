@@ -7,6 +7,7 @@ themselves (one module each, behind engines/base.py's protocol) answer with thes
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -176,3 +177,23 @@ class FinalizeState:
     def as_dict(self) -> dict[str, object]:
         return {"engine": self.engine, "enabled": self.enabled, "why": self.why,
                 "sources": [str(s) for s in self.sources]}
+
+
+@dataclass(frozen=True, slots=True)
+class SharedFusion:
+    """Shared experts an engine appends to its fused MoE on every rank (0: none), and why: the
+    fused MoE then runs local experts + that many, every token routed to each."""
+
+    experts: int
+    why: str
+
+
+NO_FUSION = SharedFusion(0, "")
+
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+def flag_on(flags: Mapping[str, str], name: str) -> bool:
+    """A launch switch (or environment variable) given with a true value."""
+    return str(flags.get(name, "")).strip().lower() in TRUE_WORDS

@@ -162,25 +162,25 @@ def parse_args(args: list[str] | tuple[str, ...], table: tuple[Flag, ...], engin
 
 def _abbreviation(name: str, candidates: set[str], out: Parsed, engine: str) -> str:
     """argparse's allow_abbrev: a unique prefix of one flag stands for it. A prefix that several
-    flags share counts as the one flag it was unique to in the releases before the others came
-    (data/flags.toml's first release of each), as the parser of those releases read it."""
+    flags share across releases stands for the one flag it is unique to in the newest release
+    where it is unique (data/flags.toml's [first, last] releases; a flag missing there counts in
+    every release), as that release's parser reads it."""
     matches = sorted(c for c in candidates if c.startswith(name))
     if len(matches) == 1:
         out.notes.append(f"{name} is read as {matches[0]} (the parser accepts a unique prefix)")
         return matches[0]
     if len(matches) > 1:
         releases = flag_releases(engine)
-        for flag in matches:
-            first, last = releases.get(flag, ("0", "99999"))
-            others = [releases.get(m, ("0", "99999")) for m in matches if m != flag]
-            # releases where `flag` exists and none of the others yet or still does
-            if all(_release_key(o_first) > _release_key(first) or _release_key(o_last) < _release_key(first)
-                   for o_first, o_last in others):
-                later = min((o_first for o_first, _l in others
-                             if _release_key(o_first) > _release_key(first)), key=_release_key, default=None)
-                until = f" before {later} (later releases refuse it as ambiguous)" if later else ""
-                out.notes.append(f"{name} is read as {flag}: its only flag with that prefix in {engine} "
-                                 f"{first}{until}")
-                return flag
+        spans = {m: releases.get(m, ("0", "99999")) for m in matches}
+        # Where the set of matching flags changes: each one's first and last release.
+        points = sorted({r for span in spans.values() for r in span}, key=_release_key, reverse=True)
+        for at in points:
+            alive = [m for m, (lo, hi) in spans.items()
+                     if _release_key(lo) <= _release_key(at) <= _release_key(hi)]
+            if len(alive) == 1:
+                out.notes.append(f"{name} is read as {alive[0]}: the prefix is unique to it in {engine} "
+                                 f"{at}, the newest release read where it is unique; other releases "
+                                 f"read it otherwise or refuse it")
+                return alive[0]
         out.notes.append(f"{name} is ambiguous: {', '.join(matches[:4])}")
     return name

@@ -85,6 +85,10 @@ def _past_redirect(text: str, m: re.Match[str]) -> int:
     while j < len(text) and text[j] in " \t":
         j += 1
     while j < len(text) and not text[j].isspace() and text[j] not in ";|&":
+        if text[j] in "'\"":  # a quoted part of the file name, spaces and all
+            close = text.find(text[j], j + 1)
+            j = len(text) if close < 0 else close + 1
+            continue
         j += 1
     return j
 

@@ -7,11 +7,11 @@ from typing import Any
 
 
 def plan_data(model_spec: str, gpu_name: str | None, tp: int, ep: int, dp: int,
-              batches: tuple[int, ...], engine: Any = None) -> dict[str, Any]:
+              batches: tuple[int, ...], fused_shared: int = 0, fused_why: str = "") -> dict[str, Any]:
     """One MoE layer of `model_spec` under a tp x ep layout (attention dp): the per-GPU grouped GEMMs and
     their weight bytes, the share of the GPU's memory when one is named or present, and the token
-    assignments each batch size gives under uniform top-k routing. `engine`: (Engine, version,
-    launch flags) of a deployment, whose shared-expert fusion the GEMMs then follow on a known GPU."""
+    assignments each batch size gives under uniform top-k routing. `fused_shared`: shared experts
+    the engine runs inside the fused MoE (Engine.shared_fusion), `fused_why` its reason."""
     from tilefit.hw.catalog import resolve_target
     from tilefit.layout.plan import Layout, plan_layer
     from tilefit.layout.routing import routing_stats
@@ -20,13 +20,7 @@ def plan_data(model_spec: str, gpu_name: str | None, tp: int, ep: int, dp: int,
     model = load_model(model_spec)
     layout = Layout(tp=tp, ep=ep, dp=dp)
     gpu, _ = resolve_target(gpu_name, None, required=False)
-    fusion = None
-    if engine is not None and gpu is not None:
-        eng, version, flags = engine
-        runner = eng.backend(model.weight_dtype, gpu.arch, layout=layout, version=version,
-                             flags=flags or None).engine_backend
-        fusion = eng.shared_fusion(model, layout, gpu.arch, runner, version=version, flags=flags)
-    plan = plan_layer(model, layout, fusion.experts if fusion else 0)
+    plan = plan_layer(model, layout, fused_shared)
     stats = [routing_stats(b, model.num_experts, model.top_k, layout.ep) for b in batches]
     data: dict[str, Any] = {
         "model": {
@@ -58,6 +52,6 @@ def plan_data(model_spec: str, gpu_name: str | None, tp: int, ep: int, dp: int,
         } for s in stats],
         "routing": "uniform random top-k; " + (stats[0].method if stats else ""),
     }
-    if fusion is not None and fusion.experts:
-        data["shared_experts_fused"] = fusion.why
+    if fused_shared:
+        data["shared_experts_fused"] = fused_why
     return data

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from tilefit.engines.types import TRUE_WORDS
 from tilefit.hw.catalog import GPU
 from tilefit.models.architecture import Architecture
 
@@ -59,7 +60,7 @@ class LaunchFlags:
     def on(self, name: str) -> bool:
         """A switch given as a flag (or an environment variable) with a true value."""
         value = dict(self.flags).get(name, dict(self.env).get(name, ""))
-        return str(value).strip().lower() in ("1", "true", "yes", "on")
+        return str(value).strip().lower() in TRUE_WORDS
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ Without --engine-version the rules follow 0.5.23 where releases differ.
 
 from __future__ import annotations
 
+from tilefit.engines.sglang_shared import DEEPEP_CLASS
 from tilefit.hw.catalog import GPU
 from tilefit.memory.base import (GIB, Figure, KVLayout, MemoryRequest, Parallel, Placement, Pool, Settings,
                                  since, version_tuple)
@@ -74,7 +75,7 @@ class SglangMemory:
     def placement(self, arch: Architecture, parallel: Parallel) -> Placement:
         tp, ep = parallel.tp, parallel.ep
         attn_tp = tp // parallel.dp if parallel.dp_attention else tp
-        replicated_shared = parallel.a2a_backend in ("deepep", "mooncake", "mori")
+        replicated_shared = parallel.a2a_backend in DEEPEP_CLASS
         notes = []
         if parallel.dp_attention:
             notes.append(f"DP attention: {parallel.dp} attention replicas of {attn_tp} GPU(s) each")

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tilefit.engines.sglang_prefill import Model, capture_sizes, configured_sizes, off_reason
+from tilefit.engines.types import flag_on
 from tilefit.memory.base import MemoryRequest, since
 
 BASE_MB, PER_TOKEN_MB, MIN_ACTIVATION_TOKENS = 512, 1.5, 2048
@@ -167,7 +168,7 @@ def _prefill(req: MemoryRequest, model: Model, chunk: int) -> tuple[tuple[int, .
 
 
 def _prefill_backend(flags: dict[str, str]) -> str:
-    if str(flags.get("enforce_piecewise_cuda_graph") or "").lower() in ("1", "true", "yes", "on"):
+    if flag_on(flags, "enforce_piecewise_cuda_graph"):
         return "tc_piecewise"
     return str(flags.get("cuda_graph_backend_prefill") or "breakable").lower()
 

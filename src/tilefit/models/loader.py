@@ -201,7 +201,7 @@ def from_config(cfg: Any, *, name: str, source: str, quant: dict[str, Any] | Non
         shared_expert_width=shared_width,
         weights=weight_format(fmt_source, quant, where),
         source=source,
-        architecture=_architecture(cfg),
+        hf_architecture=_architecture(cfg),
     )
 
 

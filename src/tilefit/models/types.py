@@ -68,7 +68,7 @@ class MoEModel:
     shared_expert_width: int  # total width of the shared-expert MLP (0 if none)
     weights: WeightFormat
     source: str  # preset name + its public origin, or the path the config was read from
-    architecture: str = ""  # config.json's architectures[0], e.g. "DeepseekV3ForCausalLM"
+    hf_architecture: str = ""  # config.json's architectures[0], e.g. "DeepseekV3ForCausalLM"
 
     @property
     def weight_dtype(self) -> str:

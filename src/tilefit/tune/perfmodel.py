@@ -59,7 +59,8 @@ def _gemm_dims(shape: TuneShape) -> list[tuple[int, int]]:
 
 
 def active_experts(shape: TuneShape, batch: int) -> float:
-    """Expected local experts with at least one token (each token picks topk of total_experts)."""
+    """Expected local experts with at least one token: each token picks its routed experts among
+    total_experts, and every token reaches the fused shared ones (TuneShape.shared)."""
     local, picks = shape.routed
     return expected_active_experts(batch, local, shape.total_experts, picks) + (shape.shared if batch else 0)
 

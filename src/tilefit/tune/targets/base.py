@@ -63,7 +63,7 @@ class TuneShape:
     width: int  # per-rank expert width I/tp (the N of the engines' file names)
     topk: int
     dtype: str  # "bf16" | "fp16" | "fp8-block" (e4m3 with 128x128 block scales)
-    total_experts: int = 0  # 0: same as experts
+    total_experts: int = 0  # the model's routed experts; 0: experts - shared (no EP)
     # Shared experts the engine runs inside the fused MoE (sglang's shared-expert fusion): the last
     # `shared` of `experts`, every token routed to each, counted in `topk` too; the routed picks
     # are then topk - shared of total_experts (the routed experts of the whole model).
