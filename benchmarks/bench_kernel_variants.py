@@ -66,6 +66,15 @@ def ceilings():
     return dict(bw=2 * 2 ** 30 / t_copy, bf16=2 * 8192 ** 3 / t_mm, fp8=2 * 8192 ** 3 / t8)
 
 
+def seeded_ceilings(log):
+    """Seed torch, measure the ceilings and log them with the versions and the GPU's name."""
+    torch.manual_seed(0)
+    c = ceilings()
+    log(kind="ceilings", **{k: float(v) for k, v in c.items()}, torch=torch.__version__,
+        triton=triton.__version__, gpu=torch.cuda.get_device_name())
+    return c
+
+
 def problem(shape, gemm, t, fp8):
     """bench_triton_kernel's bf16 problem, quantised to fp8-block when `fp8` (bytes recounted)."""
     p = bf16_problem(shape, gemm, t)
@@ -330,8 +339,9 @@ def splitk(ceil):
                 emit(**row, error=f"{type(exc).__name__}: {str(exc)[:300]}")
 
 
-def _draws_floor(p, routes, gemm, ceil, elem=1):
-    """Summed roofline floor (seconds) of `routes` on problem `p`: the draws' real rows and experts."""
+def _draws_floor(p, routes, gemm, ceil, elem=1, mma="fp8"):
+    """Summed roofline floor (seconds) of `routes` on problem `p`: the draws' real rows and experts,
+    at `elem` bytes per operand element and the `mma` ceiling ("fp8" or "bf16")."""
     bytes_tot = flops_tot = 0
     for ids in routes:
         flat = ids.reshape(-1)
@@ -342,7 +352,7 @@ def _draws_floor(p, routes, gemm, ceil, elem=1):
                   if gemm == "gemm1" else rows)
         bytes_tot += elem * (a_read * p["k"] + active * p["n"] * p["k"]) + 2 * rows * p["n"]
         flops_tot += 2 * rows * p["n"] * p["k"]
-    return max(bytes_tot / ceil["bw"], flops_tot / ceil["fp8"])
+    return max(bytes_tot / ceil["bw"], flops_tot / ceil[mma])
 
 
 if __name__ == "__main__":
@@ -354,10 +364,7 @@ if __name__ == "__main__":
         print(f"bench_kernel_variants: unknown step(s) {', '.join(unknown)}; choose from "
               f"{', '.join(steps)}", file=sys.stderr)
         sys.exit(2)
-    torch.manual_seed(0)
-    c = ceilings()
-    emit(kind="ceilings", **{k: float(v) for k, v in c.items()}, torch=torch.__version__,
-         triton=triton.__version__, gpu=torch.cuda.get_device_name())
+    c = seeded_ceilings(emit)
     for w in what:
         steps[w]() if w == "check" else steps[w](c)
     emit(done=True)

@@ -27,8 +27,8 @@ from tilefit.kernels.triton_moe.align import moe_align
 from tilefit.kernels.triton_moe.config import parse_config
 import kernel_variants as kvar
 import sglang_paths as sg
-from bench_kernel_variants import _graph_us, ceilings, problem
-from bench_triton_kernel import TOPK, routing
+from bench_kernel_variants import _draws_floor, _graph_us, problem, seeded_ceilings
+from bench_triton_kernel import routing
 
 OUT = os.environ.get("OUT", "/tmp")
 LOG = open(os.path.join(OUT, "sgpaths.jsonl"), "a")
@@ -93,18 +93,7 @@ def _err(variant, p, al, gemm, launch, prep, ref):
 
 
 def _floor(p, routes, gemm, ceil, fp8):
-    elem = 1 if fp8 else 2
-    total_b = total_f = 0
-    for ids in routes:
-        flat = ids.reshape(-1)
-        local = flat >= 0
-        rows = int(local.sum())
-        active = int(torch.unique(flat[local]).numel())
-        a_read = (int(torch.unique(torch.nonzero(local).reshape(-1) // TOPK).numel())
-                  if gemm == "gemm1" else rows)
-        total_b += elem * (a_read * p["k"] + active * p["n"] * p["k"]) + 2 * rows * p["n"]
-        total_f += 2 * rows * p["n"] * p["k"]
-    return max(total_b / ceil["bw"], total_f / ceil["fp8" if fp8 else "bf16"])
+    return _draws_floor(p, routes, gemm, ceil, elem=1 if fp8 else 2, mma="fp8" if fp8 else "bf16")
 
 
 def _rows(batches, configs, variants, ceil, reps):
@@ -162,11 +151,7 @@ if __name__ == "__main__":
     if any(w not in steps for w in what):
         print(f"bench_sglang_paths: steps are {', '.join(steps)}", file=sys.stderr)
         sys.exit(2)
-    torch.manual_seed(0)
-    c = ceilings()
-    import triton
-    emit(kind="ceilings", **{k: float(v) for k, v in c.items()}, torch=torch.__version__,
-         triton=triton.__version__, gpu=torch.cuda.get_device_name())
+    c = seeded_ceilings(emit)
     for w in what:
         steps[w](c)
     emit(done=True)
