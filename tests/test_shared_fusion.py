@@ -125,3 +125,26 @@ def test_check_proposes_a_tune_command_that_tune_accepts_for_a_fused_deployment(
             "--json").json()
     commands = [r["setting"] for f in d["findings"] for r in f.get("remedies", []) if r.get("setting")]
     assert any("--target tilefit --emit sglang" in c for c in commands), commands
+
+
+def test_compare_times_the_shared_expert_inside_the_fused_gemms():
+    from tilefit.perf.interconnect import default_interconnect
+    from tilefit.perf.moe_layer import layer_time
+
+    model, gpu = load_model("deepseek-v3"), get_gpu("h200")
+    link = default_interconnect(gpu)
+    plain = layer_time(plan_layer(model, Layout(tp=8)), gpu, 256, link)
+    fused = layer_time(plan_layer(model, Layout(tp=8), 1), gpu, 256, link)
+    assert [g.name for g in plain.gemms] == ["gemm1", "gemm2", "shared.gemm1", "shared.gemm2"]
+    assert [g.name for g in fused.gemms] == ["gemm1", "gemm2"]
+    assert fused.gemms[0].rows == 256 * 9 and fused.gemms[0].active_groups > plain.gemms[0].active_groups
+
+
+def test_compare_with_sglang_follows_its_fusion(cli):
+    args = ("compare", "--model", "deepseek-v3", "--gpu", "h200", "--gpus", "8", "--batch", "256",
+            "--json")
+    with_engine = cli(*args, "--engine", "sglang").json()
+    without = cli(*args).json()
+    tp8 = [r for r in with_engine["rows"] if r["layout"] == "TP8"][0]
+    assert [g["name"] for g in tp8["gemms"]] == ["gemm1", "gemm2"]
+    assert len([r for r in without["rows"] if r["layout"] == "TP8"][0]["gemms"]) == 4

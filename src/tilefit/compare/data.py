@@ -57,7 +57,7 @@ def compare_data(req: CompareRequest) -> dict[str, Any]:
     plans = []
     for tp, ep in layouts:
         try:
-            plans.append(plan_layer(model, Layout(tp=tp, ep=ep)))
+            plans.append(plan_layer(model, Layout(tp=tp, ep=ep), _fused(req, spec, model, gpu, tp, ep)))
         except UsageError as e:
             name = "x".join(f"{k.upper()}{v}" for k, v in (("tp", tp), ("ep", ep)) if v > 1) or "TP1"
             raise UsageError(f"layout {name} for {gpus} GPUs: {e}; "
@@ -94,6 +94,19 @@ def compare_data(req: CompareRequest) -> dict[str, Any]:
         "source": "predicted and measured" if measured else "predicted (no measurement)",
         "rows": rows,
     }
+
+
+def _fused(req: CompareRequest, spec: Any, model: Any, gpu: Any, tp: int, ep: int) -> int:
+    """Shared experts the engine runs inside its fused MoE under this layout (none without one)."""
+    from tilefit.engines import get_engine
+    from tilefit.engines.registry import shared_fusion_of
+    from tilefit.layout import Layout
+
+    engine_name = spec.engine if spec else req.engine
+    if not engine_name:
+        return 0
+    return shared_fusion_of(get_engine(engine_name), model, Layout(tp=tp, ep=ep), gpu.arch,
+                            version=req.engine_version, flags=spec.flags() if spec else None).experts
 
 
 def _kernel_model(req: CompareRequest, spec: Any, model: Any, gpu: Any,

@@ -144,11 +144,13 @@ def layer_time(plan: LayerPlan, gpu: GPU, batch: int, link: Interconnect, a: Ass
                ) -> LayerTime:
     """Predicted time of one MoE layer at `batch` tokens on the busiest GPU of `plan`'s layout."""
     m, lay = plan.model, plan.layout
-    local = plan.local_experts
+    local, fused = plan.local_experts - plan.fused_shared, plan.fused_shared
     rows = (routing_stats(batch, m.num_experts, m.top_k, lay.ep).assignments_per_gpu_max_mean
             if lay.ep > 1 else batch * m.top_k)
-    # Distinct experts hit by `rows` assignments spread uniformly over the GPU's local experts.
-    active = expected_active_experts(rows, local, local, 1)
+    # Distinct experts hit by `rows` assignments spread uniformly over the GPU's local experts; a
+    # shared expert the engine runs inside the fused MoE takes every token (LayerPlan.fused_shared).
+    active = expected_active_experts(rows, local, local, 1) + (fused if batch else 0)
+    rows += batch * fused
     dtype = compute_dtype(gpu, m.weight_dtype)
     gemms = []
     for g in plan.gemms:
