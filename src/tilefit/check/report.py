@@ -44,6 +44,7 @@ def _memory_findings(plan: LayerPlan, gpu: GPU) -> list[Finding]:
 
 def run_check(req: CheckRequest) -> CheckReport:
     from tilefit.engines import get_engine
+    from tilefit.engines.registry import shared_fusion_of
     from tilefit.hw.catalog import get_gpu
     from tilefit.kernels.registry import get_family
     from tilefit.layout import plan_layer
@@ -57,9 +58,9 @@ def run_check(req: CheckRequest) -> CheckReport:
     choice = engine.backend(model.weight_dtype, gpu.arch, layout=layout, version=req.engine_version,
                             override=req.backend, environ=req.env,
                             flags=dict(req.flags) if req.flags is not None else None)
-    flags = {"moe_a2a_backend": req.a2a_backend or "none", **dict(req.flags or ())}
-    fusion = engine.shared_fusion(model, layout, gpu.arch, choice.engine_backend,
-                                  version=req.engine_version, flags=flags)
+    fusion = shared_fusion_of(engine, model, layout, gpu.arch, version=req.engine_version,
+                              flags=dict(req.flags or ()), a2a=req.a2a_backend,
+                              runner=choice.engine_backend)
     plan = plan_layer(model, layout, fusion.experts)
     family = get_family(choice.family)
     family_findings, checked = PATHS[family.picked_by](req, engine, family, choice, gpu, plan)

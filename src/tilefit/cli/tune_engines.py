@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tilefit.engines import get_engine
-from tilefit.engines.types import NO_FUSION as NONE, SharedFusion
+from tilefit.engines.types import NO_FUSION, SharedFusion
 from tilefit.errors import UsageError
 
 
@@ -38,7 +38,7 @@ def shared_fusion(engines: tuple[str, ...], model: Any, layout: Any, arch: Any,
     different names. `own_kernel`: the run times the engine's own kernel (--target sglang),
     whose inputs tilefit does not build with the shared expert."""
     if not engines:
-        return NONE
+        return NO_FUSION
     fusions = {e: get_engine(e).shared_fusion(model, layout, arch, "triton", version=engine_version,
                                               flags=flags) for e in engines}
     if len({f.experts for f in fusions.values()}) > 1:

@@ -42,14 +42,17 @@ def get_engine(name: str) -> Engine:
 
 
 def shared_fusion_of(engine: Engine, model: Any, layout: Any, arch: Any, *, version: str | None = None,
-                     flags: Mapping[str, str] | None = None, a2a: str | None = None) -> SharedFusion:
-    """The shared experts `engine` runs inside its fused MoE for this deployment, with the MoE
-    runner its own backend rules pick; a combination those rules do not model fuses nothing (the
-    fusion of an unmodelled runner is not followed, engines/sglang_shared.py)."""
+                     flags: Mapping[str, str] | None = None, a2a: str | None = None,
+                     runner: str | None = None) -> SharedFusion:
+    """The shared experts `engine` runs inside its fused MoE for this deployment, with `runner`
+    (the MoE backend, BackendChoice.engine_backend) or else the one its own backend rules pick; a
+    combination those rules do not model fuses nothing (engines/sglang_shared.py). `a2a`: the
+    all-to-all backend where the launch flags do not name it."""
     given = {"moe_a2a_backend": a2a or "none", **dict(flags or {})}
-    try:
-        runner = engine.backend(model.weight_dtype, arch, layout=layout, version=version,
-                                flags=dict(flags) if flags else None).engine_backend
-    except UsageError:
-        return NO_FUSION
+    if runner is None:
+        try:
+            runner = engine.backend(model.weight_dtype, arch, layout=layout, version=version,
+                                    flags=dict(flags) if flags else None).engine_backend
+        except UsageError:
+            return NO_FUSION
     return engine.shared_fusion(model, layout, arch, runner, version=version, flags=given)

@@ -89,15 +89,20 @@ def _v(lo: V | None = None, hi: V | None = None) -> Callable[[V], bool]:
     return lambda v: (lo is None or v >= lo) and (hi is None or v <= hi)
 
 
-_on = flag_on
-
-
 def _a2a(flags: Mapping[str, str]) -> str:
     return str(flags.get("moe_a2a_backend") or "none").lower()
 
 
-def _role(flags: Mapping[str, str]) -> str:
+def pd_role(flags: Mapping[str, str]) -> str:
+    """The PD disaggregation role a launch gives ("prefill", "decode"; "null" without one)."""
     return str(flags.get("disaggregation_mode") or "null").lower()
+
+
+def prefill_backend(flags: Mapping[str, str]) -> str:
+    """The prefill graph backend the flags name: --cuda-graph-backend-prefill, else
+    --enforce-piecewise-cuda-graph's tc_piecewise, else the default breakable (0.5.15+)."""
+    return str(flags.get("cuda_graph_backend_prefill") or "").lower() or (
+        "tc_piecewise" if flag_on(flags, "enforce_piecewise_cuda_graph") else "breakable")
 
 
 # (versions, predicate(model, flags, pp), what sglang names): the automatic rules, first hit wins.
@@ -105,19 +110,19 @@ _AUTO_OFF: tuple[tuple[Callable[[V], bool], Callable[[Model, Mapping[str, str], 
     (_v(FIRST_READ, (0, 5, 12)), lambda m, f, pp: m.dsa, "a DSA model (architecture blacklist)"),
     (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: m.linear_attention,
      "a linear-attention hybrid (architecture blacklist)"),
-    (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: _on(f, "enable_dp_attention"), "DP attention"),
-    (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: _on(f, "enable_torch_compile"), "torch.compile"),
+    (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: flag_on(f, "enable_dp_attention"), "DP attention"),
+    (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: flag_on(f, "enable_torch_compile"), "torch.compile"),
     (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: pp > 1, "pipeline parallelism"),
     (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: _a2a(f) != "none", "an MoE all-to-all backend"),
     (_v(FIRST_READ, FIRST_READ), lambda m, f, pp: bool(f.get("speculative_algorithm")),
      "speculative decoding"),
-    (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: _on(f, "enable_eplb"), "EPLB"),
+    (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: flag_on(f, "enable_eplb"), "EPLB"),
     (_v(BREAKABLE_SINCE, (0, 5, 16)), lambda m, f, pp: m.mla, "MLA attention"),
     (_v((0, 5, 17), (0, 5, 17)), lambda m, f, pp: m.mla and not m.dsa, "MLA attention (non-DSA)"),
-    (_v(BREAKABLE_SINCE, (0, 5, 16)), lambda m, f, pp: _on(f, "enable_dp_attention"), "DP attention"),
+    (_v(BREAKABLE_SINCE, (0, 5, 16)), lambda m, f, pp: flag_on(f, "enable_dp_attention"), "DP attention"),
     (_v(BREAKABLE_SINCE, (0, 5, 16)), lambda m, f, pp: _a2a(f) != "none", "MoE A2A backend"),
     (_v((0, 5, 17)), lambda m, f, pp: _a2a(f) not in ALLOWED_A2A, "unvalidated a2a backend"),
-    (_v((0, 5, 17)), lambda m, f, pp: _on(f, "enable_two_batch_overlap"), "two-batch overlap"),
+    (_v((0, 5, 17)), lambda m, f, pp: flag_on(f, "enable_two_batch_overlap"), "two-batch overlap"),
     (_v((0, 5, 16)), lambda m, f, pp: int(f.get("dcp_size") or 1) > 1,
      "decode context parallel (dcp_size > 1)"),
     (_v((0, 5, 19)), lambda m, f, pp: pp > 1, "pipeline parallelism"),
@@ -125,10 +130,10 @@ _AUTO_OFF: tuple[tuple[Callable[[V], bool], Callable[[Model, Mapping[str, str], 
     # prefill role sets --disable-cuda-graph (arg_groups/pd_disaggregation_hook.py 0.5.14 l.77,
     # before the graph config; through 0.5.18); from 0.5.16 the decode role turns prefill graphs
     # off (_apply_cuda_graph_disaggregation_roles, 0.5.16 l.3680; 0.5.23 cuda_graph_hook.py l.557).
-    (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: _role(f) != "null", "PD disaggregation"),
-    (_v((0, 5, 15), (0, 5, 18)), lambda m, f, pp: _role(f) == "prefill",
+    (_v(FIRST_READ, (0, 5, 14)), lambda m, f, pp: pd_role(f) != "null", "PD disaggregation"),
+    (_v((0, 5, 15), (0, 5, 18)), lambda m, f, pp: pd_role(f) == "prefill",
      "the PD prefill role (sglang sets --disable-cuda-graph)"),
-    (_v((0, 5, 16)), lambda m, f, pp: _role(f) == "decode", "the PD decode role"),
+    (_v((0, 5, 16)), lambda m, f, pp: pd_role(f) == "decode", "the PD decode role"),
 )
 
 
@@ -148,7 +153,7 @@ def off_reason(version: str | None, model: Model, flags: Mapping[str, str], *, p
         return f"{name} turns CUDA graphs off with --deepep-mode normal"
     off_flags = [f for f, since_v in (("disable_prefill_cuda_graph", EXPLICIT_BACKEND_SINCE),
                                       ("disable_piecewise_cuda_graph", FIRST_READ))
-                 if _on(flags, f) and v >= since_v]
+                 if flag_on(flags, f) and v >= since_v]
     if disable_cuda_graph and v >= EXPLICIT_BACKEND_SINCE:
         off_flags.append("disable_cuda_graph")
     if off_flags or backend == "disabled":
@@ -157,7 +162,7 @@ def off_reason(version: str | None, model: Model, flags: Mapping[str, str], *, p
     # An explicit backend skips the rules, as --enforce-piecewise-cuda-graph did (0.5.10 l.1080;
     # from 0.5.14 an alias of --cuda-graph-backend-prefill tc_piecewise, server_args.py l.6398).
     explicit = (backend and v >= EXPLICIT_BACKEND_SINCE) or (
-        _on(flags, "enforce_piecewise_cuda_graph") and v <= LEGACY_FLAGS_UNTIL)
+        flag_on(flags, "enforce_piecewise_cuda_graph") and v <= LEGACY_FLAGS_UNTIL)
     if not explicit:
         for versions, applies, what in _AUTO_OFF:
             if versions(v) and applies(model, flags, pp):
@@ -174,7 +179,7 @@ def prefill_graphs(version: str | None, model: Model, flags: Mapping[str, str], 
     why_off = off_reason(version, model, flags, pp=pp, disable_cuda_graph=disable_cuda_graph)
     if why_off:
         return PrefillGraphs(0, why_off)
-    if _on(flags, "enable_dp_attention"):
+    if flag_on(flags, "enable_dp_attention"):
         # sglang splits the prefill chunk over the DP ranks and re-clamps the graphs to it
         # (arg_groups/parallel_hook.py l.326-345, 0.5.23), but the MoE then runs on the tokens
         # gathered from every rank: which MoE batch a graph holds is not modelled here.
@@ -203,9 +208,7 @@ def configured_sizes(version: str | None, model: Model, flags: Mapping[str, str]
     v = parse_version(version) if version else NEWEST_READ
     sizes = _explicit_sizes(flags, v)
     explicit_max = _explicit_maximum(flags, v)
-    backend = str(flags.get("cuda_graph_backend_prefill") or "").lower() or (
-        "tc_piecewise" if _on(flags, "enforce_piecewise_cuda_graph") else "breakable")
-    deepep = v >= DEEPEP_ALIGN_SINCE and _a2a(flags) == "deepep" and backend == "breakable"
+    deepep = v >= DEEPEP_ALIGN_SINCE and _a2a(flags) == "deepep" and prefill_backend(flags) == "breakable"
     if deepep:
         grid = sizes or capture_sizes(explicit_max or DEEPEP_DEFAULT_MAX)
         aligned = sorted({(s + 7) // 8 * 8 for s in grid})

@@ -53,10 +53,6 @@ OVERLAP_CHECK_SINCE, ENFORCE_DEEPEP_SINCE, ENFORCE_SINCE = "0.5.11", "0.5.11", "
 DEEPEP_CLASS = frozenset({"deepep", "mooncake", "mori", "deepep_v2"})
 QWEN_APART = frozenset({"deepep", "deepep_v2", "mori"})
 MIN_CC = (8, 0)
-NONE = NO_FUSION
-
-
-_on = flag_on
 
 
 def _at_least(version: str, first: str) -> bool:
@@ -69,31 +65,31 @@ def shared_fusion(version: str, *, architecture: str, routed: int, shared: int, 
     """What sglang `version` does with the shared expert of this model on this deployment, when
     its Triton runner (`runner`) runs the MoE (widths: Qwen's gate compares them)."""
     if shared != 1 or runner != "triton" or not _at_least(version, FIRST_FOLLOWED):
-        return NONE
+        return NO_FUSION
     a2a = str(flags.get("moe_a2a_backend", "none")).lower()
     where = f"sglang {version}, {architecture}"
     fused = SharedFusion(1, f"{where}: the shared expert runs inside the fused MoE as expert {routed} "
                             f"(E={routed // layout.ep + 1}, top-k + 1, every token routed to it); "
                             f"--disable-shared-experts-fusion turns it off")
-    if _on(flags, "disable_shared_experts_fusion"):
-        return NONE
+    if flag_on(flags, "disable_shared_experts_fusion"):
+        return NO_FUSION
     if architecture == QWEN_ARCH:
         ok = (_at_least(version, QWEN_SINCE) and shared_width == routed_width and layout.ep == 1
               and a2a not in QWEN_APART)
-        return fused if ok else NONE
+        return fused if ok else NO_FUSION
     deepseek = architecture in DEEPSEEK_ARCHS and _at_least(version, DEEPSEEK_ARCHS[architecture])
     glm4 = (architecture == GLM4_ARCH and _at_least(version, GLM4_SINCE)
             and not (_at_least(version, GLM4_GAP[0]) and not _at_least(version, GLM4_GAP[1])))
     if not (deepseek or glm4):
-        return NONE
-    if deepseek and _on(flags, "enforce_shared_experts_fusion") and (
+        return NO_FUSION
+    if deepseek and flag_on(flags, "enforce_shared_experts_fusion") and (
             _at_least(version, ENFORCE_SINCE)
             or (_at_least(version, ENFORCE_DEEPEP_SINCE) and a2a in DEEPEP_CLASS)):
         return SharedFusion(1, f"{where}: --enforce-shared-experts-fusion appends the shared expert "
                                f"to the fused MoE on every rank")
     if (deepseek and routed != 256) or layout.ep > 1 or a2a in DEEPEP_CLASS or arch.cc < MIN_CC:
-        return NONE
+        return NO_FUSION
     if deepseek and _at_least(version, OVERLAP_CHECK_SINCE) and (
-            _on(flags, "enable_two_batch_overlap") or _on(flags, "enable_single_batch_overlap")):
-        return NONE
+            flag_on(flags, "enable_two_batch_overlap") or flag_on(flags, "enable_single_batch_overlap")):
+        return NO_FUSION
     return fused

@@ -38,8 +38,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tilefit.engines.sglang_prefill import Model, capture_sizes, configured_sizes, off_reason
-from tilefit.engines.types import flag_on
+from tilefit.engines.sglang_prefill import (
+    Model, capture_sizes, configured_sizes, off_reason, pd_role, prefill_backend)
 from tilefit.memory.base import MemoryRequest, since
 
 BASE_MB, PER_TOKEN_MB, MIN_ACTIVATION_TOKENS = 512, 1.5, 2048
@@ -88,7 +88,7 @@ def reserve(req: MemoryRequest, gpu_mb: float, chunk: int, graph_bs: int) -> Res
     the chunk)."""
     v, s, p = req.version, req.settings, req.parallel
     launch, flags = s.launch, s.launch.mapping()
-    role = str(flags.get("disaggregation_mode") or "null").lower()
+    role = pd_role(flags)
     att = req.arch.attention
     model = Model(att.is_mla, att.is_mla and att.has_indexer, req.arch.linear_attention)
     decode_on = not (launch.disable_cuda_graph or launch.on("disable_decode_cuda_graph")
@@ -117,7 +117,7 @@ def reserve(req: MemoryRequest, gpu_mb: float, chunk: int, graph_bs: int) -> Res
             parts.append((PREFILL_GRAPHS, PREFILL_MLA_MB if model.mla and since(v, DEFAULT_ON)
                           else PREFILL_MB_PER_SIZE * len(sizes)))
             if (since(v, BREAKABLE_DEEPEP) and p.a2a_backend == "deepep"
-                    and _prefill_backend(flags) == "breakable"):
+                    and prefill_backend(flags) == "breakable"):
                 parts.append((PREFILL_BREAKABLE_DEEPEP, BREAKABLE_DEEPEP_MB))
     subtotal = sum(mb for _, mb in parts)
     if gpu_mb > FLOOR_ABOVE_MB and subtotal < FLOOR_MB:
@@ -165,12 +165,6 @@ def _prefill(req: MemoryRequest, model: Model, chunk: int) -> tuple[tuple[int, .
     if why:
         return (), False
     return configured_sizes(v, model, flags, chunked_prefill=chunk, context_length=s.context_length), True
-
-
-def _prefill_backend(flags: dict[str, str]) -> str:
-    if flag_on(flags, "enforce_piecewise_cuda_graph"):
-        return "tc_piecewise"
-    return str(flags.get("cuda_graph_backend_prefill") or "breakable").lower()
 
 
 def _post_capture(req: MemoryRequest, model: Model, role: str, decode_on: bool, prefill_on: bool,
