@@ -29,13 +29,13 @@ from kernel_variants import _rows, _tile
 def moe_sg(
     a_ptr, a_desc, b_ptr, b_desc, c_ptr, a_scale_ptr, b_scale_ptr, topk_weights_ptr,
     sorted_ids_ptr, expert_ids_ptr,
-    N, K, num_padded, num_valid,
+    N, K, num_padded, num_valid, grid_rows,
     stride_am, stride_ak, stride_be, stride_bn, stride_bk, stride_cm, stride_cn,
     stride_asm, stride_ask, stride_bse, stride_bsn, stride_bsk,
     A_ROWS_PER_TOKEN: tl.constexpr, MUL_ROUTED_WEIGHT: tl.constexpr, BLOCK_SCALED: tl.constexpr,
     GROUP_K: tl.constexpr, GROUP_N: tl.constexpr,
     A_TMA: tl.constexpr, B_TMA: tl.constexpr, C_SORTED: tl.constexpr, EVEN_K: tl.constexpr,
-    USE_GDC: tl.constexpr, GDC_EARLY: tl.constexpr,
+    USE_GDC: tl.constexpr, GDC_EARLY: tl.constexpr, EP_ZEROS: tl.constexpr,
     BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
     GROUP_SIZE_M: tl.constexpr,
 ):
@@ -43,9 +43,20 @@ def moe_sg(
         tl.extra.cuda.gdc_wait()
         if GDC_EARLY:
             tl.extra.cuda.gdc_launch_dependents()
-    pid_m, pid_n = _tile(tl.program_id(0), num_padded, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    # the tile order runs over the grid's rows (the engine's sorted-ids buffer, grid_rows >=
+    # num_padded); programs past the padded rows return at once, as the engines' do
+    pid_m, pid_n = _tile(tl.program_id(0), grid_rows, N, BLOCK_SIZE_M, BLOCK_SIZE_N, GROUP_SIZE_M)
+    if pid_m * BLOCK_SIZE_M >= num_padded:
+        return
     row_ids, row_mask, a_rows, expert = _rows(pid_m, sorted_ids_ptr, expert_ids_ptr, num_padded,
                                               num_valid, A_ROWS_PER_TOKEN, BLOCK_SIZE_M)
+    if EP_ZEROS:  # another rank's expert (-1): zeros to its rows, every column of the tile
+        if expert == -1:
+            offs_z = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+            z_ptrs = c_ptr + row_ids.to(tl.int64)[:, None] * stride_cm + offs_z[None, :] * stride_cn
+            tl.store(z_ptrs, tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=c_ptr.dtype.element_ty),
+                     mask=row_mask[:, None] & (offs_z[None, :] < N))
+            return
     slots = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)).to(tl.int64)  # sorted positions
     offs_n = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
@@ -117,9 +128,12 @@ def sorted_operand(a, a_s, al, arpt):
 
 
 def launch_sg(p, cfg, al, tw, *, a_tma=False, b_tma=False, c_sorted=False, even_k=True,
-              gdc=False, gdc_early=False, a_sorted=None, c_out=None):
+              gdc=False, gdc_early=False, a_sorted=None, c_out=None, grid_rows=None,
+              ep_zeros=False):
     """One launch of moe_sg on the benchmark's problem dict `p` (a, b, c, a_s, b_s, n, k, arpt).
-    `a_sorted` = (A, scales) in sorted order for a_tma; `c_out` the [num_padded, N] output for c_sorted."""
+    `a_sorted` = (A, scales) in sorted order for a_tma; `c_out` the [num_padded, N] output for c_sorted;
+    `grid_rows` the engine's sorted-ids buffer the grid covers (default: the padded rows);
+    `ep_zeros` blocks of expert -1 write zeros (the alignment from sglang_align)."""
     a, b, a_s, b_s = p["a"], p["b"], p["a_s"], p["b_s"]
     c = c_out if c_sorted else p["c"]
     sc = a_s is not None
@@ -136,16 +150,49 @@ def launch_sg(p, cfg, al, tw, *, a_tma=False, b_tma=False, c_sorted=False, even_
         if b_desc is None:
             b_desc = p["bdesc"][key] = TensorDescriptor(b, list(b.shape), list(b.stride()),
                                                          [1, cfg.block_n, cfg.block_k])
-    grid = (triton.cdiv(al.num_padded, cfg.block_m) * triton.cdiv(p["n"], cfg.block_n),)
+    rows = al.num_padded if grid_rows is None else grid_rows
+    grid = (triton.cdiv(rows, cfg.block_m) * triton.cdiv(p["n"], cfg.block_n),)
     extra = {"launch_pdl": True} if gdc else {}
     moe_sg[grid](
         a, a_desc, b, b_desc, c, a_s if sc else d, b_s if sc else d, tw if tw is not None else d,
-        al.sorted_ids, al.expert_ids, p["n"], p["k"], al.num_padded, al.num_valid,
+        al.sorted_ids, al.expert_ids, p["n"], p["k"], al.num_padded, al.num_valid, rows,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), b.stride(2), c.stride(0), c.stride(1),
         a_s.stride(0) if sc else 0, a_s.stride(1) if sc else 0,
         b_s.stride(0) if sc else 0, b_s.stride(1) if sc else 0, b_s.stride(2) if sc else 0,
         A_ROWS_PER_TOKEN=1 if a_tma else p["arpt"], MUL_ROUTED_WEIGHT=tw is not None,
         BLOCK_SCALED=sc, GROUP_K=128, GROUP_N=128, A_TMA=a_tma, B_TMA=b_tma, C_SORTED=c_sorted,
-        EVEN_K=even_k, USE_GDC=gdc, GDC_EARLY=gdc_early, BLOCK_SIZE_M=cfg.block_m,
+        EVEN_K=even_k, USE_GDC=gdc, GDC_EARLY=gdc_early, EP_ZEROS=ep_zeros,
+        BLOCK_SIZE_M=cfg.block_m,
         BLOCK_SIZE_N=cfg.block_n, BLOCK_SIZE_K=cfg.block_k, GROUP_SIZE_M=cfg.group_m,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **extra)
+
+
+def sglang_buffer(numel, experts, block_m):
+    """Rows of SGLang's sorted-ids buffer, which its grid covers (moe_align_block_size.py l.115-120
+    in 0.5.23): numel*BLOCK_SIZE_M when numel < experts, else numel + experts*(BLOCK_SIZE_M-1),
+    rounded up to 4; `experts` = local experts + 1 (the -1 bucket) under EP, else E."""
+    rows = numel * block_m if numel < experts else numel + experts * (block_m - 1)
+    return -(-rows // 4) * 4
+
+
+def sglang_align(ids, e_local, block_m, ep):
+    """(alignment, grid rows) as SGLang launches gemm1/gemm2: under EP another rank's expert (-1)
+    is a bucket of its own that comes first, its blocks marked -1 (they write zeros)."""
+    from tilefit.kernels.triton_moe.align import Alignment, moe_align
+    if not ep:
+        al = moe_align(ids, e_local, block_m)
+        return al, sglang_buffer(ids.numel(), e_local, block_m)
+    al = moe_align(torch.where(ids < 0, torch.zeros_like(ids), ids + 1), e_local + 1, block_m)
+    al = Alignment(al.sorted_ids, al.expert_ids - 1, al.num_padded, al.num_valid, block_m)
+    return al, sglang_buffer(ids.numel(), e_local + 1, block_m)
+
+
+def vllm_naive_align(ids, block_m):
+    """vLLM's naive block assignment (0.14.0+, no expert map and T*top_k*4 <= E): every (token,
+    expert) pair is a block of its own, one row in it; the grid is cut to T*top_k blocks."""
+    from tilefit.kernels.triton_moe.align import Alignment
+    flat = ids.reshape(-1)
+    n = flat.numel()
+    sorted_ids = torch.full((n * block_m,), n, dtype=torch.int32, device=ids.device)
+    sorted_ids[::block_m] = torch.arange(n, dtype=torch.int32, device=ids.device)
+    return Alignment(sorted_ids, flat.to(torch.int32), n * block_m, n, block_m)

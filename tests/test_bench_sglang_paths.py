@@ -67,3 +67,59 @@ def test_an_unknown_step_is_one_line_and_exit_2(tmp_path):
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.splitlines() == ["bench_sglang_paths: steps are large, small"]
+
+
+# The engines' launch forms: SGLang's EP alignment (another rank's experts in a -1 bucket that
+# comes first, its blocks writing zeros) over its larger grid with early exit, and vLLM's naive
+# block assignment, each against tilefit's kernel on tilefit's alignment.
+FORMS = r"""
+import torch
+import sglang_paths as sg
+from tilefit.kernels.triton_moe.align import moe_align
+from tilefit.kernels.triton_moe.config import parse_config
+from tilefit.kernels.triton_moe.ops import grouped_gemm
+torch.manual_seed(1)
+E_ALL, E, N, K, T, k = 8, 3, 64, 128, 6, 2
+ids = torch.stack([torch.randperm(E_ALL)[:k] for _ in range(T)])
+ids = torch.where(ids < E, ids, torch.full_like(ids, -1))
+cfg = parse_config("16,32,64,16,4,2", "bf16")
+a = torch.randn(T * k, K, dtype=torch.bfloat16)
+b = torch.randn(E, N, K, dtype=torch.bfloat16) * 0.1
+ref = torch.zeros(T * k, N, dtype=torch.bfloat16)
+grouped_gemm(a, b, ref, moe_align(ids, E, 16), cfg, a_rows_per_token=1)
+al, rows = sg.sglang_align(ids, E, 16, ep=True)
+assert rows == sg.sglang_buffer(T * k, E + 1, 16) and rows > al.num_padded
+assert int(al.expert_ids[0]) == -1  # the other ranks' bucket comes first
+p = dict(a=a, b=b, c=torch.full((T * k, N), 7.0, dtype=torch.bfloat16), a_s=None, b_s=None,
+         n=N, k=K, arpt=1)
+sg.launch_sg(p, cfg, al, None, grid_rows=rows, ep_zeros=True)
+remote = (ids.reshape(-1) < 0)
+assert torch.equal(p["c"][~remote], ref[~remote]) and not p["c"][remote].any()
+print("ep same")
+tp = torch.stack([torch.randperm(E)[:k] for _ in range(2)])
+ref = torch.zeros(2 * k, N, dtype=torch.bfloat16)
+grouped_gemm(a[:2 * k], b, ref, moe_align(tp, E, 16), cfg, a_rows_per_token=1)
+got = torch.zeros_like(ref)
+grouped_gemm(a[:2 * k], b, got, sg.vllm_naive_align(tp, 16), cfg, a_rows_per_token=1)
+assert torch.equal(got, ref)
+print("naive same")
+"""
+
+
+def test_engine_launch_forms_write_what_tilefits_kernel_writes():
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    proc = subprocess.run([sys.executable, "-c", FORMS], env={**ENV, "TRITON_INTERPRET": "1"},
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["ep", "same", "naive", "same"]
+
+
+def test_launch_forms_bench_refuses_an_unknown_step(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_launch_forms.py"),
+                           "forms", "nave"], env={**ENV, "OUT": str(tmp_path)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.splitlines() == ["bench_launch_forms: steps are forms, naive, ref"]
