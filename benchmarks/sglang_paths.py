@@ -1,5 +1,6 @@
 """SGLang's optional fused-MoE kernel paths, written for measurement beside tilefit's kernel
-(bench_sglang_paths.py; not yet run on a GPU; docs/engine-facts.md lists the facts with lines).
+(bench_sglang_paths.py, bench_launch_forms.py; measured on an H200 in benchmarks/RESULTS.md
+"Session 13"; docs/engine-facts.md lists the facts with lines).
 
 What SGLang's fused_moe_kernel does that tilefit's kernel does not (read in the sglang wheels named):
 - even_Ks (0.4.10 through 0.5.23): when K is a multiple of BLOCK_SIZE_K the K masks are left out of
