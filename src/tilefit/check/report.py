@@ -57,7 +57,8 @@ def run_check(req: CheckRequest) -> CheckReport:
     plan_layer(model, layout)  # the layout's divisibility errors first
     choice = engine.backend(model.weight_dtype, gpu.arch, layout=layout, version=req.engine_version,
                             override=req.backend, environ=req.env,
-                            flags=dict(req.flags) if req.flags is not None else None)
+                            flags=dict(req.flags) if req.flags is not None else None,
+                            architecture=model.hf_architecture)
     fusion = shared_fusion_of(engine, model, layout, gpu.arch, version=req.engine_version,
                               flags=dict(req.flags or ()), a2a=req.a2a_backend,
                               runner=choice.engine_backend)

@@ -128,7 +128,8 @@ def _kernel_model(req: CompareRequest, spec: Any, model: Any, gpu: Any,
     try:
         choice = engine.backend(model.weight_dtype, gpu.arch, layout=Layout(tp=tp, ep=ep),
                                 version=req.engine_version, environ=spec.environ if spec else {},
-                                flags=spec.flags() if spec and spec.argv else None)
+                                flags=spec.flags() if spec and spec.argv else None,
+                                architecture=model.hf_architecture)
     except UsageError as e:
         return TRITON_MOE, f"Triton fused-MoE tiles assumed: {e}"
     if choice.family != "flashinfer-cutlass":

@@ -45,10 +45,13 @@ class Engine(Protocol):
     def backend(self, weight_dtype: str, arch: Arch | str, *, layout: Layout | None = None,
                 version: str | None = None, override: str | None = "auto",
                 environ: Mapping[str, str] | None = None,
-                flags: Mapping[str, str] | None = None) -> BackendChoice:
+                flags: Mapping[str, str] | None = None,
+                architecture: str | None = None) -> BackendChoice:
         """The MoE backend and kernel family the engine runs for this quantization, arch, layout,
         version and environment; `override` is the CLI's --backend; `flags` the launch flags by the
-        engine's own name (LaunchSpec.flags()), None when no launch command was given."""
+        engine's own name (LaunchSpec.flags()), None when no launch command was given;
+        `architecture` the model's config.json architecture (MoEModel.hf_architecture), which
+        sglang's SM100 backend choice reads."""
         ...
 
     def default_configs(self, batches: Iterable[int], *, E: int, weight_dtype: str,

@@ -52,7 +52,8 @@ def shared_fusion_of(engine: Engine, model: Any, layout: Any, arch: Any, *, vers
     if runner is None:
         try:
             runner = engine.backend(model.weight_dtype, arch, layout=layout, version=version,
-                                    flags=dict(flags) if flags else None).engine_backend
+                                    flags=dict(flags) if flags else None,
+                                    architecture=model.hf_architecture).engine_backend
         except UsageError:
             return NO_FUSION
     return engine.shared_fusion(model, layout, arch, runner, version=version, flags=given)

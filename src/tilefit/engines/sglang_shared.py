@@ -25,13 +25,14 @@ shared_experts_fusion_disable_reason and its forerunners, models/glm4_moe.py, mo
   routed to it (DeepSeek and GLM: weight 1 / routed_scaling_factor, scaled back after the MoE;
   Qwen3-Next: its per-token gate).
 Only the Triton runner is followed: E does not enter the CUTLASS tactics tilefit checks, and the
-FlashInfer TensorRT-LLM runners turn fusion off (0.5.23 arg_groups/overrides.py l.1528-1574).
+FlashInfer TensorRT-LLM runners turn fusion off (0.5.23 arg_groups/overrides.py l.1528-1574). On
+SM100/SM103 sglang's auto picks flashinfer_trtllm for the DeepSeek-V3, GLM-4 and Qwen3 families
+(engines/data/backends.toml, rows with `architectures`), so there the runner passed in is not
+Triton and nothing is fused unless --moe-runner-backend triton is on the command line.
 Not followed: releases before 0.4.8 (0.4.4.post4-0.4.7.post1 fused tp_size copies of the shared
 expert, E=264 at TP8), quantization configs that keep the shared expert apart
 (quant_blocks_shared_experts_fusion: quark, modelopt_fp4 with the shared expert excluded),
-modelopt_fp4 with Marlin on Hopper, 384-expert quark checkpoints, W4A8, ROCm, and sglang's SM100
-auto-selection of the TensorRT-LLM runner for the DeepSeek family (0.5.23 overrides.py l.763-823),
-which tilefit's backend rules do not yet make.
+modelopt_fp4 with Marlin on Hopper, 384-expert quark checkpoints, W4A8, ROCm.
 """
 
 from __future__ import annotations

@@ -97,11 +97,29 @@ def _family_dtype(rule_dtype: str, weight_dtype: str) -> str:
     return weight_dtype if rule_dtype == "same" else rule_dtype
 
 
+def _architecture_holds(since: str | list[str], version: str | None) -> bool:
+    """An `architectures` entry: the first version with it ("0.5.9"), or [first, first without)."""
+    low, high = (since, "") if isinstance(since, str) else (since[0], since[1])
+    return VersionRange(low, high).contains(version)
+
+
 def _matches(rule: dict[str, Any], dtype: str, arch: str, version: str | None, layout: Layout,
-             environ: Mapping[str, str], flags: Mapping[str, str] | None = None) -> bool:
+             environ: Mapping[str, str], flags: Mapping[str, str] | None = None,
+             architecture: str | None = None) -> bool:
     if "dtypes" in rule and dtype not in rule["dtypes"]:
         return False
     if "archs" in rule and arch not in rule["archs"]:
+        return False
+    # `architectures`: the model's config.json architectures[0] -> the engine versions that have
+    # this rule for it. An unknown architecture (None) never matches: the rule is the model's.
+    if "architectures" in rule and not (
+            architecture in rule["architectures"]
+            and _architecture_holds(rule["architectures"][architecture], version)):
+        return False
+    # `when_flags`: launch flags the engine's rule reads at their default, each absent or one of
+    # the listed values ([] = absent). No command line (None): the defaults are assumed.
+    if flags is not None and any(k in flags and flags[k] not in allowed
+                                 for k, allowed in rule.get("when_flags", {}).items()):
         return False
     if "ep_gt1" in rule and bool(rule["ep_gt1"]) != (layout.ep > 1):
         return False
@@ -158,12 +176,14 @@ class TableEngine:
     def backend(self, weight_dtype: str, arch: Arch | str, *, layout: Layout | None = None,
                 version: str | None = None, override: str | None = "auto",
                 environ: Mapping[str, str] | None = None,
-                flags: Mapping[str, str] | None = None) -> BackendChoice:
+                flags: Mapping[str, str] | None = None,
+                architecture: str | None = None) -> BackendChoice:
         """The kernel family this engine runs for experts stored as `weight_dtype` on `arch`.
 
         `override` is the CLI's `--backend` (auto | triton | flashinfer-cutlass). Paths tilefit
         does not model, and overrides the engine cannot run, are a UsageError saying what the
-        engine supports there.
+        engine supports there. `architecture` is the model's (MoEModel.hf_architecture): rules
+        that name architectures (sglang's SM100 per-model choices) match only it.
         """
         dtype = check_weight_dtype(weight_dtype)
         a = check_arch(arch)
@@ -175,7 +195,7 @@ class TableEngine:
             return self._forced(dtype, a, choice)
         lay, env = layout or Layout(), environ or {}
         for rule in self.facts.rules:
-            if not _matches(rule, dtype, a.name, version, lay, env, flags):
+            if not _matches(rule, dtype, a.name, version, lay, env, flags, architecture):
                 continue
             if not rule["family"]:
                 raise UsageError(f"{self.name} + {dtype} on {a.name}: {rule['rule']}")
