@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tilefit.compare.layouts import parse_layouts
+from tilefit.engines.types import NO_ZERO_ROWS
 from tilefit.errors import UsageError
 from tilefit.launch import LaunchSpec
 
@@ -52,8 +53,12 @@ def compare_data(req: CompareRequest) -> dict[str, Any]:
     if spec and not req.layouts and (spec.layout.tp, spec.layout.ep) not in layouts \
             and spec.layout.gpus == gpus:
         layouts.insert(0, (spec.layout.tp, spec.layout.ep))  # the command's own layout first
-    kernel, kernel_note = _kernel_model(req, spec, model, gpu, layouts)
-    assumptions = Assumptions(ep_comm=req.ep_comm, kernel=kernel)
+    engine_name, engine, choice = _engine_choice(req, spec, model, gpu, layouts)
+    kernel, kernel_note = _kernel_model(req, engine_name, choice, model, gpu)
+    zero = (engine.ep_zero_rows(model, choice.engine_backend, version=req.engine_version,
+                                flags=spec.flags() if spec and spec.argv else None)
+            if engine is not None and not isinstance(choice, UsageError) else NO_ZERO_ROWS)
+    assumptions = Assumptions(ep_comm=req.ep_comm, kernel=kernel, zero_rows=zero)
     plans = []
     for tp, ep in layouts:
         try:
@@ -62,7 +67,7 @@ def compare_data(req: CompareRequest) -> dict[str, Any]:
             name = "x".join(f"{k.upper()}{v}" for k, v in (("tp", tp), ("ep", ep)) if v > 1) or "TP1"
             raise UsageError(f"layout {name} for {gpus} GPUs: {e}; "
                              f"pass --layouts with layouts that fit the model") from None
-    measured = _measure(model, plans, req) if req.measure else {}
+    measured = _measure(model, plans, req, zero.gemms) if req.measure else {}
     rows = []
     shares = [p.memory_share(gpu.memory_bytes) for p in plans]
     for b in req.batches:
@@ -109,29 +114,41 @@ def _fused(req: CompareRequest, spec: Any, model: Any, gpu: Any, tp: int, ep: in
                             version=req.engine_version, flags=spec.flags() if spec else None).experts
 
 
-def _kernel_model(req: CompareRequest, spec: Any, model: Any, gpu: Any,
-                  layouts: list[tuple[int, int]]) -> tuple[Any, str]:
-    """The kernel the engine runs for this model on this GPU (its backend rule, as check reads it):
-    FlashInfer's CUTLASS MoE -> the token tiles of the catalogued tactics that launch on this arch
-    (swap-AB tactics put tokens along N, so small batches get N-sized tiles); Triton otherwise."""
+def _engine_choice(req: CompareRequest, spec: Any, model: Any, gpu: Any, layouts: list[tuple[int, int]]
+                   ) -> tuple[str | None, Any, Any]:
+    """(engine name, engine, the MoE backend its rules pick for this model on this GPU under the
+    first layout, as check reads it, or the UsageError saying why none); (None, None, None)
+    without --engine or a launch command."""
     from tilefit.engines import get_engine
-    from tilefit.engines.pins import flashinfer_pin
-    from tilefit.kernels.registry import get_family
     from tilefit.layout import Layout
-    from tilefit.perf.moe_layer import TRITON_MOE, KernelModel
 
     engine_name = spec.engine if spec else req.engine
     if not engine_name:
-        return TRITON_MOE, "Triton fused-MoE tiles: no --engine or launch command, so the engine's kernel choice is not applied"
+        return None, None, None
     engine = get_engine(engine_name)
     tp, ep = layouts[0]
     try:
-        choice = engine.backend(model.weight_dtype, gpu.arch, layout=Layout(tp=tp, ep=ep),
-                                version=req.engine_version, environ=spec.environ if spec else {},
-                                flags=spec.flags() if spec and spec.argv else None,
-                                architecture=model.hf_architecture)
+        return engine_name, engine, engine.backend(
+            model.weight_dtype, gpu.arch, layout=Layout(tp=tp, ep=ep), version=req.engine_version,
+            environ=spec.environ if spec else {}, flags=spec.flags() if spec and spec.argv else None,
+            architecture=model.hf_architecture)
     except UsageError as e:
-        return TRITON_MOE, f"Triton fused-MoE tiles assumed: {e}"
+        return engine_name, engine, e
+
+
+def _kernel_model(req: CompareRequest, engine_name: str | None, choice: Any, model: Any, gpu: Any
+                  ) -> tuple[Any, str]:
+    """The kernel the engine runs for this model on this GPU (`choice`, _engine_choice's):
+    FlashInfer's CUTLASS MoE -> the token tiles of the catalogued tactics that launch on this arch
+    (swap-AB tactics put tokens along N, so small batches get N-sized tiles); Triton otherwise."""
+    from tilefit.engines.pins import flashinfer_pin
+    from tilefit.kernels.registry import get_family
+    from tilefit.perf.moe_layer import TRITON_MOE, KernelModel
+
+    if not engine_name:
+        return TRITON_MOE, "Triton fused-MoE tiles: no --engine or launch command, so the engine's kernel choice is not applied"
+    if isinstance(choice, UsageError):
+        return TRITON_MOE, f"Triton fused-MoE tiles assumed: {choice}"
     if choice.family != "flashinfer-cutlass":
         return TRITON_MOE, f"{engine_name} runs {choice.engine_backend} (Triton fused-MoE): {choice.rule}"
     family = get_family("flashinfer-cutlass")
@@ -172,7 +189,9 @@ def _measured_winner(rows: list[dict[str, Any]]) -> None:
         r["measured"]["winner"] = i == fastest
 
 
-def _measure(model: Any, plans: list, req: CompareRequest) -> dict:
+def _measure(model: Any, plans: list, req: CompareRequest, zero_gemms: tuple[str, ...]) -> dict:
+    """Measured rows per (layout, batch); `zero_gemms`: the GEMMs whose other-rank rows the engine
+    zero-fills under EP with replicated tokens (timed too, as the prediction counts them)."""
     from tilefit.perf.measure import MeasureSpec, measure
 
     available = _local_gpus() if req.measure_backend == "triton" else 64
@@ -181,7 +200,8 @@ def _measure(model: Any, plans: list, req: CompareRequest) -> dict:
         lay = p.layout
         spec = MeasureSpec(hidden=model.hidden_size, width=model.expert_width, experts=model.num_experts,
                            top_k=model.top_k, tp=lay.tp, ep=lay.ep, batches=tuple(req.batches),
-                           reps=req.reps, backend=req.measure_backend)
+                           reps=req.reps, backend=req.measure_backend,
+                           zero_rows=zero_gemms if lay.ep > 1 and req.ep_comm == "allreduce" else ())
         ranks = lay.gpus if available >= lay.gpus else 1
         for row in measure(spec, ranks=ranks):
             out[(lay.label(), row.batch)] = row

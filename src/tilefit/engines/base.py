@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from tilefit.engines.triton_moe import DefaultConfig
 from tilefit.engines.types import (
-    BackendChoice, ConfigLookup, Fatality, FinalizeState, Remedy, SharedFusion)
+    BackendChoice, ConfigLookup, Fatality, FinalizeState, Remedy, SharedFusion, ZeroRows)
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
 from tilefit.models.types import MoEModel
@@ -106,6 +106,14 @@ class Engine(Protocol):
         """Shared experts the engine appends to its fused MoE for this model and deployment (the
         fused MoE then runs local experts + that many, every token routed to them); `runner`: the
         MoE backend it runs (BackendChoice.engine_backend)."""
+        ...
+
+    def ep_zero_rows(self, model: MoEModel, runner: str, *, version: str | None = None,
+                     flags: Mapping[str, str] | None = None) -> ZeroRows:
+        """What the engine's fused MoE (`runner`, BackendChoice.engine_backend) writes under
+        expert parallelism with replicated tokens for the (token, k) pairs routed to other
+        ranks' experts: zeros to those rows of gemm1's and/or gemm2's output, or nothing;
+        `flags`: the launch flags by the engine's own name."""
         ...
 
     def fatality(self, family: str) -> Fatality:

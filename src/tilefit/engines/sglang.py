@@ -20,7 +20,8 @@ from tilefit.engines.triton_moe import (
     TritonEngine, config_content, device_part, engine_dtype, installed_triton_version, package_dir,
     selectors, write_json_atomic)
 from tilefit.engines.types import (
-    ConfigLookup, FinalizeState, SharedFusion, Source, VersionRange, parse_version)
+    NO_ZERO_ROWS, ConfigLookup, FinalizeState, SharedFusion, Source, VersionRange, ZeroRows, flag_on,
+    parse_version)
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
@@ -150,6 +151,32 @@ class Sglang(TritonEngine):
                              routed=model.num_experts, shared=model.shared_experts, layout=layout,
                              arch=arch, runner=runner, flags=flags or {},
                              shared_width=model.shared_expert_width, routed_width=model.expert_width)
+
+    def ep_zero_rows(self, model: Any, runner: str, *, version: str | None = None,
+                     flags: Mapping[str, str] | None = None) -> ZeroRows:
+        """Under EP the Triton runner maps other ranks' experts to -1 and aligns those pairs into
+        a bucket of their own; fused_moe_kernel writes zeros to their rows in both GEMMs (`if
+        off_experts == -1: write_zeros_to_output`): the 0.4.10 wheel (fused_moe_triton/
+        fused_moe.py) and every wheel 0.5.10-0.5.23 (0.5.10 fused_moe_triton_kernels.py
+        l.440-455; 0.5.23 kernels/ops/moe/fused_moe_triton_kernels.py l.458-478). In 0.5.23 gemm2
+        adds into a zeroed [T, hidden] output instead under --enable-fused-moe-sum-all-reduce with
+        top-k above 2 (moe_runner/triton_utils/fused_moe.py l.634-641, l.889-891). Not followed: a
+        tuned `_down` file's USE_TMA (gemm1 then writes in sorted order, no zeros), and the fused
+        SwiGLU path of 0.5.18-0.5.22 (SGLANG_OPT_FUSE_SWIGLU_INTERLEAVED=1, bf16), which skips
+        gemm1's."""
+        if runner != "triton":
+            return NO_ZERO_ROWS
+        v = version or self.newest
+        if parse_version(v) < parse_version("0.4.10"):
+            return NO_ZERO_ROWS  # not read
+        summed = (parse_version(v) >= parse_version("0.5.23") and model.top_k > 2
+                  and flag_on(flags or {}, "enable_fused_moe_sum_all_reduce"))
+        if summed:
+            return ZeroRows(("gemm1",), f"sglang {v} (Triton runner) writes zeros to the rows of "
+                            "other ranks' (token, k) pairs in gemm1's output; gemm2 adds into a "
+                            "zeroed output under --enable-fused-moe-sum-all-reduce")
+        return ZeroRows(("gemm1", "gemm2"), f"sglang {v} (Triton runner) writes zeros to the rows "
+                        "of other ranks' (token, k) pairs in both GEMMs' outputs")
 
     def forced_family(self, family: str, dtype: str, arch: Arch) -> tuple[str, tuple[str, ...]]:
         family, caveats = TableEngine.forced_family(self, family, dtype, arch)

@@ -19,8 +19,8 @@ from typing import Any
 
 from tilefit._toml import tomllib
 from tilefit.engines.types import (
-    NO_FUSION, OVERRIDES, BackendChoice, ConfigLookup, Fatality, Remedy, SharedFusion, Source,
-    VersionRange, check_arch, check_weight_dtype, parse_version)
+    NO_FUSION, NO_ZERO_ROWS, OVERRIDES, BackendChoice, ConfigLookup, Fatality, Remedy, SharedFusion,
+    Source, VersionRange, ZeroRows, check_arch, check_weight_dtype, parse_version)
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
@@ -287,6 +287,12 @@ class TableEngine:
         """No fusion unless the engine says otherwise (sglang: engines/sglang_shared.py; vLLM fuses
         the shared expert on ROCm only)."""
         return NO_FUSION
+
+    def ep_zero_rows(self, model: Any, runner: str, *, version: str | None = None,
+                     flags: Mapping[str, str] | None = None) -> ZeroRows:
+        """Nothing, unless the engine says otherwise (its Triton fused MoE: engines/sglang.py,
+        engines/vllm.py); TensorRT-LLM's CUTLASS MoE computes only the local experts' pairs."""
+        return NO_ZERO_ROWS
 
     def fatality(self, family: str) -> Fatality:
         """Whether a config/tactic of `family` that cannot launch kills the engine at warmup."""

@@ -191,6 +191,20 @@ class SharedFusion:
 NO_FUSION = SharedFusion(0, "")
 
 
+@dataclass(frozen=True, slots=True)
+class ZeroRows:
+    """What an engine's fused MoE writes for the (token, k) pairs routed to other ranks' experts
+    under expert parallelism with replicated tokens: zeros to those rows of the named GEMMs'
+    outputs (its blocks of expert -1), or nothing (the pairs dropped before the alignment, or a
+    kernel that only sees local pairs); `why` says which, with the version read."""
+
+    gemms: tuple[str, ...]  # "gemm1", "gemm2"
+    why: str
+
+
+NO_ZERO_ROWS = ZeroRows((), "")
+
+
 TRUE_WORDS = ("1", "true", "yes", "on")
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from tilefit.engines.triton_moe import (
     TritonEngine, config_content, device_part, engine_dtype, package_dir, selectors, write_json_atomic)
-from tilefit.engines.types import ConfigLookup, FinalizeState, Source
+from tilefit.engines.types import (
+    NO_ZERO_ROWS, ConfigLookup, FinalizeState, Source, ZeroRows, parse_version)
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 
@@ -104,6 +105,30 @@ class Vllm(TritonEngine):
     # fp8-block weight scales per column: `offs_bsn = offs_bn // group_n` and `tl.dot(a, b) *
     # a_scale[:, None] * b_scale[None, :]` (fused_moe.py 0.11.1 l.461/509, 0.33.0 l.488/550), so
     # row_scale_since stays None.
+
+    def ep_zero_rows(self, model: object, runner: str, *, version: str | None = None,
+                     flags: Mapping[str, str] | None = None) -> ZeroRows:
+        """With an expert map (EP without DP: every rank sees all tokens) moe_align_block_size maps
+        other ranks' experts to -1 and fused_moe_kernel writes zeros to those pairs' rows
+        (`if off_experts == -1: write_zeros_to_output`). Read per version: both GEMMs in the
+        monolithic fused_experts_impl of 0.9.0-0.12.0; 0.13.0 drops those pairs before the
+        alignment (`ignore_invalid_experts=True`, fused_moe.py l.1933-1939) but zero-fills gemm2's
+        whole output first (`intermediate_cache3.zero_()`, l.1997); the modular TritonExperts, the
+        default from 0.14.0, writes them again in both (0.14.0 fused_moe.py l.2417-2419, 0.30.0
+        experts/triton_moe.py) until 0.31.0 drops them (experts/triton_moe.py
+        `ignore_invalid_experts=skip_invalid`, 0.31.0-0.33.0; not with LoRA or a global dynamic
+        per-tensor fp8 scale)."""
+        if runner != "TRITON":
+            return NO_ZERO_ROWS
+        v = parse_version(version or self.newest)
+        if v >= parse_version("0.31.0"):
+            return NO_ZERO_ROWS
+        name = f"vllm {version or self.newest} (Triton experts)"
+        if v >= parse_version("0.14.0") or v < parse_version("0.13.0"):
+            return ZeroRows(("gemm1", "gemm2"), f"{name} writes zeros to the rows of other ranks' "
+                            "(token, k) pairs in both GEMMs' outputs")
+        return ZeroRows(("gemm2",), f"{name} zero-fills gemm2's whole output before it (counted: "
+                        "the other ranks' rows of it)")
 
     def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
         """invoke_fused_moe_kernel sets BLOCK_SIZE_K = min(BLOCK_SIZE_K, min(block_shape)) before

@@ -34,6 +34,8 @@ MEMORY_FLAGS = ("disaggregation_mode", "max_prefill_tokens", "speculative_num_dr
 # Flags sglang's shared-expert fusion reads (engines/sglang_shared.py).
 FUSION_FLAGS = ("disable_shared_experts_fusion", "enforce_shared_experts_fusion",
                 "enable_single_batch_overlap")
+# Flags the EP zero rows read (engines/sglang.py ep_zero_rows).
+ZERO_ROW_FLAGS = ("enable_fused_moe_sum_all_reduce",)
 
 
 def layout_of(tp: int = 1, ep: int = 1, dp: int = 1, *, dp_attention: bool = False,
@@ -105,7 +107,7 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec
     backend = v.get("moe_backend") or ("flashinfer_cutlass" if v.get("legacy_fi_cutlass") else None)
     # Other flags engine rules read, by sglang's own names (the prefill-graph rules among them).
     own = {"a2a": "moe_a2a_backend", "moe_dense_tp": "moe_dense_tp_size",
-           **{k: k for k in PREFILL_FLAGS + MEMORY_FLAGS + FUSION_FLAGS}}
+           **{k: k for k in PREFILL_FLAGS + MEMORY_FLAGS + FUSION_FLAGS + ZERO_ROW_FLAGS}}
     extra = tuple((own[k], _text(v[k])) for k in own if k in v and v[k] not in (None, False))
     if v.get("dp_attention") or attn_dp > 1:
         extra += (("enable_dp_attention", "true"),)

@@ -6,7 +6,9 @@ uniform top-k batch as every other rank, then times with CUDA events, median of 
 repetitions queued while the GPU is held (so the GPU's time is measured, as under CUDA graphs, not
 the host's launch latency):
   - gemm: the two grouped GEMM kernels alone (our Triton kernel, the engines' default configs),
-    with the expert alignment done beforehand, as an engine's own alignment kernel would;
+    with the expert alignment done beforehand, as an engine's own alignment kernel would; where
+    the engine writes zeros to the rows of pairs routed to other ranks' experts (`zero_rows`),
+    those rows are zero-filled after each such GEMM, the same bytes;
   - layer: the whole expert computation as tilefit runs it (alignment in torch, which reads one
     size back to the host, activation and the top-k sum included), for reference;
   - after a barrier, the collectives: all_reduce of the [B, H] output (TP, and EP with replicated
@@ -45,6 +47,7 @@ class MeasureSpec:
     reps: int = 20
     seed: int = 0
     backend: str = "triton"  # "triton": our kernel on CUDA; "torch": float32 reference (CPU tests)
+    zero_rows: tuple[str, ...] = ()  # GEMMs that zero-fill other ranks' rows, as the engine does
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,10 +166,16 @@ class _RankLayer:
         act = torch.randn((b * k, self.i_tp), dtype=self.dtype, device=self.device)
         h2 = torch.empty((b * k, self.spec.hidden), dtype=self.dtype, device=self.device)
         weights = w.reshape(-1).to(torch.float32)
+        remote = torch.nonzero(self.local_ids(ids).reshape(-1) < 0).reshape(-1)
+        zero1, zero2 = ("gemm1" in self.spec.zero_rows, "gemm2" in self.spec.zero_rows)
 
         def run() -> None:
             grouped_gemm(x, self.w1, h1, align, c1, a_rows_per_token=k)
+            if zero1:
+                h1.index_fill_(0, remote, 0)
             grouped_gemm(act, self.w2, h2, align, c2, a_rows_per_token=1, topk_weights=weights)
+            if zero2:
+                h2.index_fill_(0, remote, 0)
         return run
 
 

@@ -4,7 +4,10 @@ GEMM time is max(memory time, compute time) plus a launch cost. Memory: the weig
 that receives a token, plus activations in and out. Compute: the kernel's tiles (KernelModel: the
 Triton fused-MoE kernel's BLOCK_M x BLOCK_N, or the CUTLASS tactics FlashInfer can launch) in waves
 over the SMs (wave quantisation and per-expert padding included). Under EP the busiest GPU
-sets the pace. Communication: TP (and EP with replicated tokens) all-reduce the layer output; EP with
+sets the pace; where the engine's kernel writes zeros to the rows of the (token, k) pairs other
+ranks' experts take (`Assumptions.zero_rows`, an engine fact), those bytes are added at copy
+bandwidth after the GEMM's own time (measured so on an H200: benchmarks/RESULTS.md, session 13).
+Communication: TP (and EP with replicated tokens) all-reduce the layer output; EP with
 attention DP sends top-k token copies out and back (all-to-all). Every constant is in `Assumptions`.
 """
 
@@ -14,6 +17,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from tilefit.dtypes import mma_dtype
+from tilefit.engines.types import NO_ZERO_ROWS, ZeroRows
 from tilefit.hw.catalog import GPU
 from tilefit.layout.plan import GemmShape, LayerPlan
 from tilefit.layout.routing import expected_active_experts, routing_stats
@@ -57,6 +61,7 @@ class Assumptions:
     activation_bytes: int = 2  # bf16 activations in and out
     ep_comm: str = "allreduce"  # "allreduce": TP attention, tokens replicated; "alltoall": DP attention
     kernel: KernelModel = TRITON_MOE
+    zero_rows: ZeroRows = NO_ZERO_ROWS  # the engine's writes for other ranks' pairs under EP
 
     def lines(self) -> list[str]:
         return [
@@ -68,7 +73,8 @@ class Assumptions:
                                    if self.ep_comm == "allreduce" else
                                    "dispatch + combine all-to-all of top-k token copies (attention DP)"),
             "MoE layers only: attention, norms and the router are not modelled",
-        ]
+        ] + ([f"EP with replicated tokens: {self.zero_rows.why}; counted at copy bandwidth"]
+             if self.zero_rows.gemms and self.ep_comm == "allreduce" else [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +87,7 @@ class GemmTime:
     memory_us: float
     compute_us: float
     time_us: float
+    zero_us: float = 0.0  # zeros written to other ranks' rows (in time_us)
 
     @property
     def bound(self) -> str:
@@ -121,10 +128,12 @@ def compute_dtype(gpu: GPU, weight_dtype: str) -> str:
 
 
 def gemm_time(gpu: GPU, shape: GemmShape, rows: float, active: float, per_group_weight_bytes: float,
-              dtype: str, a: Assumptions) -> GemmTime:
-    """Time of one grouped GEMM that multiplies `rows` rows spread over `active` groups."""
+              dtype: str, a: Assumptions, zero_rows: float = 0.0) -> GemmTime:
+    """Time of one grouped GEMM that multiplies `rows` rows spread over `active` groups and writes
+    zeros to `zero_rows` more rows of its output."""
+    zero_us = zero_rows * shape.n * a.activation_bytes / (gpu.mem_bandwidth_gbps * 1e3 * a.bandwidth_efficiency)
     if rows <= 0 or active <= 0:
-        return GemmTime(shape.name, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        return GemmTime(shape.name, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, zero_us, zero_us)
     rows_per_group = rows / active
     k = a.kernel
     bm = k.block_m(rows_per_group)
@@ -137,7 +146,7 @@ def gemm_time(gpu: GPU, shape: GemmShape, rows: float, active: float, per_group_
     memory_us = nbytes / (gpu.mem_bandwidth_gbps * 1e3 * a.bandwidth_efficiency)
     flops = 2 * rows * shape.n * shape.k
     return GemmTime(shape.name, rows, active, nbytes, flops, memory_us, compute_us,
-                    max(memory_us, compute_us) + a.launch_us)
+                    max(memory_us, compute_us) + zero_us + a.launch_us, zero_us)
 
 
 def layer_time(plan: LayerPlan, gpu: GPU, batch: int, link: Interconnect, a: Assumptions = Assumptions()
@@ -152,12 +161,17 @@ def layer_time(plan: LayerPlan, gpu: GPU, batch: int, link: Interconnect, a: Ass
     active = expected_active_experts(rows, local, local, 1) + (fused if batch else 0)
     rows += batch * fused
     dtype = compute_dtype(gpu, m.weight_dtype)
+    # Under EP with replicated tokens every rank sees all batch * top_k pairs; the ones routed to
+    # other ranks' experts are zero rows where the engine writes them.
+    remote = max(batch * m.top_k - (rows - batch * fused), 0.0) \
+        if lay.ep > 1 and a.ep_comm == "allreduce" else 0.0
     gemms = []
     for g in plan.gemms:
         if g.name.startswith("shared"):
             gemms.append(gemm_time(gpu, g, batch, 1, g.weight_bytes, dtype, a))
         else:
-            gemms.append(gemm_time(gpu, g, rows, active, g.weight_bytes / g.groups, dtype, a))
+            zero = remote if g.name in a.zero_rows.gemms else 0.0
+            gemms.append(gemm_time(gpu, g, rows, active, g.weight_bytes / g.groups, dtype, a, zero))
     out_bytes = batch * m.hidden_size * a.activation_bytes
     if lay.ep > 1 and a.ep_comm == "alltoall":
         per_gpu = batch / lay.gpus * m.top_k * m.hidden_size * a.activation_bytes
