@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from tilefit.engines.types import ZeroRows
 from tilefit.hw.catalog import get_gpu
 from tilefit.layout import Layout, plan_layer
 from tilefit.layout.routing import routing_stats
@@ -14,7 +13,7 @@ from tilefit.models import load_model
 from tilefit.perf.interconnect import default_interconnect
 from tilefit.perf.moe_layer import Assumptions, layer_time
 
-BOTH = ZeroRows(("gemm1", "gemm2"), "both GEMMs write zeros (a test's stand-in)")
+BOTH = dict(zero_gemms=("gemm1", "gemm2"), zero_why="both GEMMs write zeros (a test's stand-in)")
 
 
 def _times(layout, batch, a):
@@ -25,7 +24,7 @@ def _times(layout, batch, a):
 @pytest.mark.parametrize("batch", [16, 1024, 4096])
 def test_zero_rows_add_their_bytes_at_copy_bandwidth_to_each_gemm_that_writes_them(batch):
     m, g, plain = _times(Layout(ep=8), batch, Assumptions())
-    _, _, zero = _times(Layout(ep=8), batch, Assumptions(zero_rows=BOTH))
+    _, _, zero = _times(Layout(ep=8), batch, Assumptions(**BOTH))
     local = routing_stats(batch, m.num_experts, m.top_k, 8).assignments_per_gpu_max_mean
     remote = batch * m.top_k - local
     a = Assumptions()
@@ -43,14 +42,13 @@ def test_zero_rows_add_their_bytes_at_copy_bandwidth_to_each_gemm_that_writes_th
 
 
 def test_only_the_gemms_the_engine_names_and_only_under_ep_with_all_reduce():
-    one = ZeroRows(("gemm1",), "gemm1 only (a test's stand-in)")
-    _, _, t = _times(Layout(ep=8), 1024, Assumptions(zero_rows=one))
+    _, _, t = _times(Layout(ep=8), 1024, Assumptions(zero_gemms=("gemm1",), zero_why="gemm1 only"))
     assert t.gemms[0].zero_us > 0 and t.gemms[1].zero_us == 0
-    _, _, tp = _times(Layout(tp=8), 1024, Assumptions(zero_rows=BOTH))
+    _, _, tp = _times(Layout(tp=8), 1024, Assumptions(**BOTH))
     assert all(g.zero_us == 0 for g in tp.gemms)
-    _, _, a2a = _times(Layout(ep=8), 1024, Assumptions(ep_comm="alltoall", zero_rows=BOTH))
+    _, _, a2a = _times(Layout(ep=8), 1024, Assumptions(ep_comm="alltoall", **BOTH))
     assert all(g.zero_us == 0 for g in a2a.gemms)
-    assert any("counted at copy bandwidth" in line for line in Assumptions(zero_rows=BOTH).lines())
+    assert any("counted at copy bandwidth" in line for line in Assumptions(**BOTH).lines())
     assert not any("copy bandwidth" in line for line in Assumptions().lines())
 
 

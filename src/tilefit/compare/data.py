@@ -58,7 +58,7 @@ def compare_data(req: CompareRequest) -> dict[str, Any]:
     zero = (engine.ep_zero_rows(model, choice.engine_backend, version=req.engine_version,
                                 flags=spec.flags() if spec and spec.argv else None)
             if engine is not None and not isinstance(choice, UsageError) else NO_ZERO_ROWS)
-    assumptions = Assumptions(ep_comm=req.ep_comm, kernel=kernel, zero_rows=zero)
+    assumptions = Assumptions(ep_comm=req.ep_comm, kernel=kernel, zero_gemms=zero.gemms, zero_why=zero.why)
     plans = []
     for tp, ep in layouts:
         try:

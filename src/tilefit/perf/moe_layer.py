@@ -5,7 +5,7 @@ that receives a token, plus activations in and out. Compute: the kernel's tiles 
 Triton fused-MoE kernel's BLOCK_M x BLOCK_N, or the CUTLASS tactics FlashInfer can launch) in waves
 over the SMs (wave quantisation and per-expert padding included). Under EP the busiest GPU
 sets the pace; where the engine's kernel writes zeros to the rows of the (token, k) pairs other
-ranks' experts take (`Assumptions.zero_rows`, an engine fact), those bytes are added at copy
+ranks' experts take (`Assumptions.zero_gemms`, an engine fact), those bytes are added at copy
 bandwidth after the GEMM's own time (measured so on an H200: benchmarks/RESULTS.md, session 13).
 Communication: TP (and EP with replicated tokens) all-reduce the layer output; EP with
 attention DP sends top-k token copies out and back (all-to-all). Every constant is in `Assumptions`.
@@ -17,7 +17,6 @@ import math
 from dataclasses import asdict, dataclass
 
 from tilefit.dtypes import mma_dtype
-from tilefit.engines.types import NO_ZERO_ROWS, ZeroRows
 from tilefit.hw.catalog import GPU
 from tilefit.layout.plan import GemmShape, LayerPlan
 from tilefit.layout.routing import expected_active_experts, routing_stats
@@ -61,7 +60,10 @@ class Assumptions:
     activation_bytes: int = 2  # bf16 activations in and out
     ep_comm: str = "allreduce"  # "allreduce": TP attention, tokens replicated; "alltoall": DP attention
     kernel: KernelModel = TRITON_MOE
-    zero_rows: ZeroRows = NO_ZERO_ROWS  # the engine's writes for other ranks' pairs under EP
+    # GEMMs whose output rows of other ranks' (token, k) pairs the engine zero-fills under EP with
+    # replicated tokens, and why (the engine's ep_zero_rows)
+    zero_gemms: tuple[str, ...] = ()
+    zero_why: str = ""
 
     def lines(self) -> list[str]:
         return [
@@ -73,8 +75,8 @@ class Assumptions:
                                    if self.ep_comm == "allreduce" else
                                    "dispatch + combine all-to-all of top-k token copies (attention DP)"),
             "MoE layers only: attention, norms and the router are not modelled",
-        ] + ([f"EP with replicated tokens: {self.zero_rows.why}; counted at copy bandwidth"]
-             if self.zero_rows.gemms and self.ep_comm == "allreduce" else [])
+        ] + ([f"EP with replicated tokens: {self.zero_why}; counted at copy bandwidth"]
+             if self.zero_gemms and self.ep_comm == "allreduce" else [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +172,7 @@ def layer_time(plan: LayerPlan, gpu: GPU, batch: int, link: Interconnect, a: Ass
         if g.name.startswith("shared"):
             gemms.append(gemm_time(gpu, g, batch, 1, g.weight_bytes, dtype, a))
         else:
-            zero = remote if g.name in a.zero_rows.gemms else 0.0
+            zero = remote if g.name in a.zero_gemms else 0.0
             gemms.append(gemm_time(gpu, g, rows, active, g.weight_bytes / g.groups, dtype, a, zero))
     out_bytes = batch * m.hidden_size * a.activation_bytes
     if lay.ep > 1 and a.ep_comm == "alltoall":
