@@ -8,7 +8,7 @@ the host's launch latency):
   - gemm: the two grouped GEMM kernels alone (our Triton kernel, the engines' default configs),
     with the expert alignment done beforehand, as an engine's own alignment kernel would; where
     the engine writes zeros to the rows of pairs routed to other ranks' experts (`zero_rows`),
-    those rows are zero-filled after each such GEMM, the same bytes;
+    those rows are zero-filled after each such GEMM in the engines' zero tiles (ops.zero_rows);
   - layer: the whole expert computation as tilefit runs it (alignment in torch, which reads one
     size back to the host, activation and the top-k sum included), for reference;
   - after a barrier, the collectives: all_reduce of the [B, H] output (TP, and EP with replicated
@@ -157,7 +157,7 @@ class _RankLayer:
         if self.spec.backend == "torch":
             return lambda: self.layer(x, ids, w)
         from tilefit.kernels.triton_moe.align import moe_align
-        from tilefit.kernels.triton_moe.ops import grouped_gemm
+        from tilefit.kernels.triton_moe.ops import grouped_gemm, zero_rows
 
         b, k = ids.shape
         c1, c2 = self.configs(b)
@@ -172,10 +172,10 @@ class _RankLayer:
         def run() -> None:
             grouped_gemm(x, self.w1, h1, align, c1, a_rows_per_token=k)
             if zero1:
-                h1.index_fill_(0, remote, 0)
+                zero_rows(h1, remote)
             grouped_gemm(act, self.w2, h2, align, c2, a_rows_per_token=1, topk_weights=weights)
             if zero2:
-                h2.index_fill_(0, remote, 0)
+                zero_rows(h2, remote)
         return run
 
 

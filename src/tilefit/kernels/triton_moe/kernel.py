@@ -169,3 +169,17 @@ def silu_and_mul_kernel(x_ptr, out_ptr, I, stride_xm, stride_om, BLOCK: tl.const
     up = tl.load(x_ptr + row * stride_xm + I + cols, mask=mask, other=0.0).to(tl.float32)
     out = gate / (1.0 + tl.exp(-gate)) * up
     tl.store(out_ptr + row * stride_om + cols, out.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def zero_rows_kernel(c_ptr, rows_ptr, n_rows, N, stride_cm, BLOCK_M: tl.constexpr,
+                     BLOCK_N: tl.constexpr):
+    """c[rows[i], :] = 0, one program per (BLOCK_M listed rows, BLOCK_N columns): the zero tiles
+    the engines' fused-MoE kernel stores for other ranks' (token, k) pairs under EP."""
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    in_rows = offs_m < n_rows
+    rows = tl.load(rows_ptr + offs_m, mask=in_rows, other=0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    zeros = tl.zeros((BLOCK_M, BLOCK_N), dtype=c_ptr.dtype.element_ty)
+    tl.store(c_ptr + rows[:, None] * stride_cm + cols[None, :], zeros,
+             mask=in_rows[:, None] & (cols[None, :] < N))
