@@ -50,23 +50,31 @@ for gemm in ("gemm1", "gemm2"):
 """
 
 
-def test_every_sglang_path_writes_what_tilefits_kernel_writes():
+def _interpreted(code: str) -> str:
+    """What `code` prints, run in a child under Triton's interpreter (set before triton loads)."""
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    proc = subprocess.run([sys.executable, "-c", CHECK], env={**ENV, "TRITON_INTERPRET": "1"},
+    proc = subprocess.run([sys.executable, "-c", code], env={**ENV, "TRITON_INTERPRET": "1"},
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.count("same") == 6
+    return proc.stdout
 
 
-def test_an_unknown_step_is_one_line_and_exit_2(tmp_path):
+def test_every_sglang_path_writes_what_tilefits_kernel_writes():
+    assert _interpreted(CHECK).count("same") == 6
+
+
+@pytest.mark.parametrize("script,args,line", [
+    ("bench_sglang_paths.py", ["large", "smal"], "bench_sglang_paths: steps are large, small"),
+    ("bench_launch_forms.py", ["forms", "nave"], "bench_launch_forms: steps are forms, naive, ref"),
+])
+def test_an_unknown_step_is_one_line_and_exit_2(tmp_path, script, args, line):
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_sglang_paths.py"),
-                           "large", "smal"], env={**ENV, "OUT": str(tmp_path)},
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), *args],
+                          env={**ENV, "OUT": str(tmp_path)}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert proc.stderr.splitlines() == ["bench_sglang_paths: steps are large, small"]
+    assert proc.stderr.splitlines() == [line]
 
 
 # The engines' launch forms: SGLang's EP alignment (another rank's experts in a -1 bucket that
@@ -107,19 +115,4 @@ print("naive same")
 
 
 def test_engine_launch_forms_write_what_tilefits_kernel_writes():
-    pytest.importorskip("torch")
-    pytest.importorskip("triton")
-    proc = subprocess.run([sys.executable, "-c", FORMS], env={**ENV, "TRITON_INTERPRET": "1"},
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert proc.stdout.split() == ["ep", "same", "naive", "same"]
-
-
-def test_launch_forms_bench_refuses_an_unknown_step(tmp_path):
-    pytest.importorskip("torch")
-    pytest.importorskip("triton")
-    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_launch_forms.py"),
-                           "forms", "nave"], env={**ENV, "OUT": str(tmp_path)},
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert proc.stderr.splitlines() == ["bench_launch_forms: steps are forms, naive, ref"]
+    assert _interpreted(FORMS).split() == ["ep", "same", "naive", "same"]
