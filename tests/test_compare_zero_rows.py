@@ -133,3 +133,17 @@ def test_zero_rows_kernel_zeroes_exactly_the_listed_rows():
     proc = subprocess.run([sys.executable, "-c", ZERO], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": str(src), "TRITON_INTERPRET": "1"})
     assert proc.returncode == 0 and proc.stdout.split() == ["same"], proc.stderr[-2000:]
+
+
+def test_a_deepep_launch_dispatches_tokens_so_no_zero_rows_and_an_all_to_all(cli):
+    # sglang with --moe-a2a-backend deepep sends each token's top-k copies to the experts' ranks:
+    # no replicated tokens (no zero rows), and compare models EP's communication as an all-to-all
+    cmd = ["--", "python", "-m", "sglang.launch_server", "--model-path", "zai-org/GLM-5-FP8",
+           "--tp", "8", "--ep", "8", "--moe-a2a-backend", "deepep"]
+    r = cli("compare", "--gpu", "h200", "--batch", "4096", "--json", *cmd)
+    assert r.code == 0, r.err
+    ep = next(x for x in r.json()["rows"] if x["layout"] == "EP8")
+    assert ep["comm_kind"].startswith("dispatch") and all(g["zero_us"] == 0 for g in ep["gemms"])
+    r = cli("compare", "--gpu", "h200", "--batch", "4096", "--json", "--ep-comm", "allreduce", *cmd)
+    ep = next(x for x in r.json()["rows"] if x["layout"] == "EP8")
+    assert ep["comm_kind"] == "all-reduce"  # the user's --ep-comm wins

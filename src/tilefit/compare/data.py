@@ -3,7 +3,7 @@ and measured on local GPUs when asked. The CLI builds a CompareRequest from its 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tilefit.compare.layouts import parse_layouts
@@ -23,7 +23,7 @@ class CompareRequest:
     gpus: int | None = None
     layouts: str | None = None
     interconnect: str | None = None
-    ep_comm: str = "allreduce"
+    ep_comm: str | None = None  # "allreduce" | "alltoall"; None: from the launch command, else allreduce
     engine: str | None = None
     engine_version: str | None = None
     launch: LaunchSpec | None = None
@@ -42,6 +42,7 @@ def compare_data(req: CompareRequest) -> dict[str, Any]:
     from tilefit.perf.moe_layer import Assumptions, compute_dtype, layer_time
 
     spec = req.launch
+    req = replace(req, ep_comm=req.ep_comm or _launch_ep_comm(spec))
     if not (req.model or spec):
         raise UsageError("give --model (a preset, config.json or Hugging Face id) or a launch command after `--`")
     model, gpu = load_model(req.model or spec.model), get_gpu(req.gpu)  # type: ignore[union-attr]
@@ -112,6 +113,15 @@ def _fused(req: CompareRequest, spec: Any, model: Any, gpu: Any, tp: int, ep: in
         return 0
     return shared_fusion_of(get_engine(engine_name), model, Layout(tp=tp, ep=ep), gpu.arch,
                             version=req.engine_version, flags=spec.flags() if spec else None).experts
+
+
+def _launch_ep_comm(spec: LaunchSpec | None) -> str:
+    """EP's communication as the launch command sets it: an sglang --moe-a2a-backend other than
+    none (DeepEP, Mooncake, ...) dispatches each token's top-k copies to the ranks that hold the
+    experts and combines them back (all-to-all, no replicated tokens); otherwise tokens are
+    replicated and the output all-reduced. vLLM's all-to-all backends are not read yet."""
+    a2a = spec.flags().get("moe_a2a_backend") if spec is not None and spec.engine == "sglang" else None
+    return "alltoall" if a2a and a2a != "none" else "allreduce"
 
 
 def _engine_choice(req: CompareRequest, spec: Any, model: Any, gpu: Any, layouts: list[tuple[int, int]]
