@@ -1,6 +1,6 @@
 """How well `parse_launch` reads real launch commands it was not written against.
 
-Reads tests/fixtures/launch/held_out/*.toml, or held_out2/*.toml with --set 2 (commands copied from
+Reads tests/fixtures/launch/held_out/*.toml, or held_out2/ or held_out3/ with --set 2 or 3 (commands copied from
 public issues and docs; the expected GPU count and layout were written by hand from the engines' rules
 before tilefit was run),
 parses each one and prints, per command and in total: parsed without error, GPU count right, layout
@@ -10,6 +10,7 @@ does not list as really unknown (a wrong report: the engine has that flag).
     python benchmarks/launch_heldout.py          # table + totals
     python benchmarks/launch_heldout.py --json   # the same as JSON
     python benchmarks/launch_heldout.py --set 2  # the second held-out set, tests/fixtures/launch/held_out2/
+    python benchmarks/launch_heldout.py --set 3  # the third held-out set, tests/fixtures/launch/held_out3/
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
 HELD_OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "launch" / "held_out"
-SETS = {1: HELD_OUT, 2: HELD_OUT.with_name("held_out2")}  # --set N reads SETS[N]
+SETS = {1: HELD_OUT, 2: HELD_OUT.with_name("held_out2"), 3: HELD_OUT.with_name("held_out3")}  # --set N reads SETS[N]
 
 
 def measure(path: Path) -> dict[str, object]:
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true", help="print the rows and totals as JSON")
     ap.add_argument("--set", type=int, choices=sorted(SETS), default=1,
-                    help="which held-out set: 1 = held_out/ (default), 2 = held_out2/")
+                    help="which held-out set: 1 = held_out/ (default), 2 = held_out2/, 3 = held_out3/")
     args = ap.parse_args(argv)
     rows = [measure(p) for p in sorted(SETS[args.set].glob("*.toml"))]
     totals = {k: sum(1 for r in rows if r[k]) for k in ("parsed", "gpus_ok", "layout_ok", "model_ok")}
