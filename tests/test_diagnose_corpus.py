@@ -8,8 +8,8 @@ entries it got wrong are expected failures with the reason, not rules tuned to t
 set (holdout = true, set = "holdout2"), collected later from threads not in the corpus, was measured
 once the same way, and a third (set = "holdout3", collected 2026-12-02, measured once with
 benchmarks/diagnose_corpus.py --holdout3 before any rule change). A fourth (set = "holdout4", collected
-2026-12-02 from threads new to the corpus) is skipped here until it has been measured once
-(benchmarks/diagnose_corpus.py --holdout4); its sidecars are still checked for format.
+2026-12-02 from threads new to the corpus, labelled blind) was measured once with
+benchmarks/diagnose_corpus.py --holdout4, with no rule changed; its misses are strict xfails.
 """
 
 from __future__ import annotations
@@ -53,7 +53,22 @@ MEASURED_HOLDOUT = True  # the held-out fifth has been measured: its entries are
 # misses revealed general defects (Open MPI's signal handler lines, vLLM's engine-core dump lines, an
 # error tally read as errors) that the rules now handle by principle; none is left to expect.
 MEASURED_HOLDOUT3 = True
-MEASURED_HOLDOUT4 = False  # the fourth held-out set is labelled blind and not yet measured
+# The fourth held-out set, measured once (2026-12-02, 25 of 28 right, fatal recall 12/12, none called
+# fatal wrongly; benchmarks/RESULTS.md). No rule was changed for it: its three misses are left wrong on
+# purpose, with the reason, as a measure of generalisation.
+MEASURED_HOLDOUT4 = True
+HOLDOUT4_MISSES: dict[str, str] = {
+    "sglang-sglang-11730-h200-tuning-script-benchmark-kernel-times-in-progress":
+        "read unknown: sglang's tuning script printing 'Batch size: N, config: {...}' and 'Kernel time: X us' "
+        "(and its command line) matches no progress or activity rule, so nothing shows a job at work",
+    "trtllm-tensorrtllm-backend-685-triton-glog-trtllm-warnings-in-progress":
+        "read unknown: Triton server's glog lines ('I0130 ... python_be.cc:2249]') and TensorRT-LLM's "
+        "'[TensorRT-LLM][WARNING] ... not specified' defaults match no activity rule ([TensorRT-LLM][INFO] "
+        "and [TRT-LLM] [I] do)",
+    "vllm-production-stack-43-chat-400-then-health-metrics-200-recovered":
+        "read healthy: the http-served rule takes any answered request as ready, whatever its status, so the "
+        "400 Bad Request is ready line 1 and no failure (a doubtful label: the only failure is a client 400)",
+}
 
 
 def _unmeasured(meta: dict) -> bool:
@@ -78,8 +93,8 @@ def _params():
         marks = []
         if _unmeasured(meta):
             marks.append(pytest.mark.skip(reason="held out until the rules are final"))
-        elif name in HOLDOUT_MISSES or name in HOLDOUT2_MISSES:
-            reason = HOLDOUT_MISSES.get(name) or HOLDOUT2_MISSES[name]
+        elif name in HOLDOUT_MISSES or name in HOLDOUT2_MISSES or name in HOLDOUT4_MISSES:
+            reason = HOLDOUT_MISSES.get(name) or HOLDOUT2_MISSES.get(name) or HOLDOUT4_MISSES[name]
             marks.append(pytest.mark.xfail(reason=reason, strict=True))
         yield pytest.param(name, meta, id=name, marks=marks)
 
