@@ -57,3 +57,16 @@ def test_a_prefix_of_a_removed_flag_is_read_as_the_newest_release_reads_it():
     # first is gone; the newest releases read --enable-eplb, which leaves the layout alone.
     spec = parse_launch("python3 -m sglang.launch_server --model-path m --tp 8 --enable-ep")
     assert spec.layout.ep == 1 and any("read as --enable-eplb" in n for n in spec.notes)
+
+
+@pytest.mark.parametrize("text, args", [
+    # vllm-project/vllm#23819 (held_out3, vllm-f3): an empty flag variable leaves no word
+    ('F=""\nvllm serve m -tp 2 ${F} --max-num-seqs 8', ("m", "-tp", "2", "--max-num-seqs", "8")),
+    # a flag list in one variable is split into its words, as a shell splits $EXTRA
+    ('EXTRA="--tp 8 --ep 8"\npython -m sglang.launch_server --model-path m $EXTRA',
+     ("--model-path", "m", "--tp", "8", "--ep", "8")),
+    # inside a larger word the value is kept in place; an unknown variable stays as written
+    ('D=/models\nvllm serve $D/glm -tp ${N}', ("/models/glm", "-tp", "${N}")),
+])
+def test_unquoted_expansions_split_as_a_shell_splits_them(text, args):
+    assert parse_command(text).args == args

@@ -25,8 +25,6 @@ MISSES: dict[str, str] = {
     "vllm-g9": "--prefill-context-parallel-size: its ranks are counted as attention replicas (DP 4), "
                "the sidecar counts attention DP 1",
     "sglang-g11": "an unquoted JSON argument a shell splits into three words: two reported unknown",
-    "vllm-f3": "`${ASYNC_SCHEDULING_FLAG}` with ASYNC_SCHEDULING_FLAG=\"\" set above: the empty expansion is kept "
-               "as an empty word and reported unknown, where a shell drops an unquoted empty expansion",
 }
 
 

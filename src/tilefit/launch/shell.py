@@ -119,6 +119,22 @@ def _expand(word: str, env: dict[str, str]) -> str:
     return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), m.group(0)), word)
 
 
+def _expand_words(words: list[str], env: dict[str, str]) -> list[str]:
+    """The statement's words after expansion. A word that is one known variable alone (`$X`,
+    `${X}`) is split at whitespace as a shell splits an unquoted expansion: an empty value leaves no
+    word, `--tp 8` two. (The quotes are gone by now, so a quoted "$X" is split too; launch scripts
+    quote paths, which hold no spaces, and leave flag lists unquoted.)"""
+    out: list[str] = []
+    for w in words:
+        m = _VAR.fullmatch(w)
+        name = m and (m.group(1) or m.group(2))
+        if name and name in env:
+            out += env[name].split()
+        else:
+            out.append(_expand(w, env))
+    return out
+
+
 def _entry(words: list[str]) -> tuple[int, int, str, str] | None:
     """(start, end, engine, entry text) of the engine entry point in one statement's words."""
     for i, w in enumerate(words):
@@ -165,7 +181,7 @@ def parse_command(command: str | list[str] | tuple[str, ...]) -> Invocation:
     shell: dict[str, str] = {}  # VAR=value lines: usable for $VAR, not exported
     exported: dict[str, str] = {}
     for words in _statements(text):
-        words = [_expand(w, {**shell, **exported}) for w in words]
+        words = _expand_words(words, {**shell, **exported})
         found = _entry(words)
         if found is None:
             inner = _shell_c(words)
