@@ -61,17 +61,22 @@ def test_sglang_fp8_runs_triton():
     assert get_engine("sglang").backend("bf16", "sm90").family_dtype == "bf16"
 
 
-def test_vllm_block_fp8_on_rtx5090_is_triton():
-    # vllm 0.33.0 oracle/fp8.py: FLASHINFER_TRTLLM (SM100), FLASHINFER_CUTLASS (block fp8 on
-    # SM90 only, experts/flashinfer_cutlass_moe.py), DEEPGEMM (SM90/SM100), VLLM_CUTLASS
-    # (no block fp8; cc 90..109) all decline on SM120, so TRITON runs.
-    c = get_engine("vllm").backend("fp8-block", get_arch("sm120"))
+def test_vllm_block_fp8_on_rtx5090_is_triton_until_deep_gemm_takes_sm120():
+    # vllm oracle/fp8.py: FLASHINFER_TRTLLM (SM100), FLASHINFER_CUTLASS (block fp8 on SM90 only,
+    # experts/flashinfer_cutlass_moe.py), VLLM_CUTLASS (no block fp8; cc 90..109) all decline on
+    # SM120; DEEPGEMM does too until 0.23.0, so TRITON runs. From 0.24.0 platforms/cuda.py
+    # support_deep_gemm takes the SM120 family and the wheel carries deep_gemm: DEEPGEMM runs.
+    c = get_engine("vllm").backend("fp8-block", get_arch("sm120"), version="0.23.0")
     assert (c.family, c.engine_backend, c.block_shape) == ("triton-moe", "TRITON", (128, 128))
+    with pytest.raises(UsageError, match="DeepGEMM"):
+        get_engine("vllm").backend("fp8-block", get_arch("sm120"), version="0.24.0")
+    c = get_engine("vllm").backend("fp8-block", "sm120", environ={"VLLM_USE_DEEP_GEMM": "0"})
+    assert (c.family, c.engine_backend) == ("triton-moe", "TRITON")
 
 
 def test_vllm_hopper_block_fp8_depends_on_ep():
-    # vllm 0.33.0 oracle/fp8.py: on SM90 block fp8 moves FLASHINFER_CUTLASS to the front
-    # when ep_size > 1, TRITON otherwise.
+    # vllm 0.17.0-0.33.0 oracle/fp8.py: on SM90 block fp8 moves FLASHINFER_CUTLASS to the front
+    # when ep_size > 1, TRITON otherwise (tests/test_vllm_backend_versions.py: the older releases).
     assert get_engine("vllm").backend("fp8-block", "sm90", layout=Layout(ep=8)).family == "flashinfer-cutlass"
     assert get_engine("vllm").backend("fp8-block", "sm90", layout=Layout(ep=1)).family == "triton-moe"
     with pytest.raises(UsageError, match="FLASHINFER_TRTLLM"):

@@ -12,6 +12,7 @@ from tilefit._toml import load_package_toml
 from tilefit.versions import parse_version
 
 ABSENT = "absent"
+RULE_FILES = ("backends.toml", "vllm_backends.toml")  # the engines' backend rows
 RULES_DIR = Path(__import__("tilefit").__file__).parent / "diagnose" / "rules"
 
 
@@ -32,9 +33,11 @@ def _toml(name: str) -> dict[str, Any]:
 
 def backend(engine: str, dtype: str, arch: str, version: str, env: dict[str, str] | None = None,
             ep: int = 1, flags: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """The first backends.toml rule that matches, as the engines' resolver reads it."""
+    """The first backends.toml/vllm_backends.toml rule that matches, as the engines' resolver
+    reads it (files in name order, as engines/table.py loads them)."""
     env, flags = env or {}, flags or {}
-    for rule in _toml("backends.toml")["rule"]:
+    rules = [r for name in RULE_FILES for r in _toml(name).get("rule", ())]
+    for rule in rules:
         if rule["engine"] != engine or dtype not in rule.get("dtypes", [dtype]):
             continue
         if arch not in rule.get("archs", [arch]) or not _in(version, rule.get("applies", ["", ""])):
