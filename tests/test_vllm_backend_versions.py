@@ -121,3 +121,11 @@ def test_bf16_on_b200_turns_to_trtllm_in_0_20(cli):
     assert _backend(cli, "glm-5", "0.19.1", *EP8, gpu="b200") == TRITON
     r = _check(cli, "glm-5", "0.20.0", *EP8, gpu="b200")
     assert r.code == 2 and "FLASHINFER_TRTLLM" in r.err
+
+
+def test_nvfp4_on_b200_by_version(cli):
+    # 0.15.0 on: FLASHINFER_TRTLLM heads oracle/nvfp4.py; before: vLLM's own CUTLASS FP4 GEMM.
+    old, new = _check(cli, "glm-5-nvfp4", "0.14.1", *EP8, gpu="b200"), _check(cli, "glm-5-nvfp4", "0.15.0", *EP8, gpu="b200")
+    assert old.code == new.code == 2
+    assert "before 0.15" in old.err and "cutlass_moe_fp4" in old.err
+    assert "from 0.15" in new.err and "FLASHINFER_TRTLLM" in new.err
