@@ -77,9 +77,13 @@ def test_versions_where_the_rule_changed():
 
 
 def test_launch_flags_that_keep_auto_off_the_rule():
-    for flags in ({"moe_backend": "triton"}, {"moe_a2a_backend": "deepep"},
-                  {"quantization": "w8a8_fp8"}):
+    for flags in ({"moe_backend": "triton"}, {"quantization": "w8a8_fp8"}):
         assert _choice("fp8-block", "sm100", DSV3, flags=flags) == "triton", flags
+    # A DeepEP all-to-all keeps auto off flashinfer_trtllm too, but on DeepGEMM, not Triton
+    # (tests/test_sglang_deepep.py).
+    with pytest.raises(UsageError, match="DeepGEMM"):
+        get_engine("sglang").backend("fp8-block", "sm100", architecture=DSV3,
+                                     flags={"moe_a2a_backend": "deepep"})
     for flags in ({}, {"moe_backend": "auto"}, {"moe_a2a_backend": "none"}, {"quantization": "fp8"}):
         assert _choice("fp8-block", "sm100", DSV3, flags=flags) == "flashinfer_trtllm", flags
     # Unquantized: any --quantization on the command line leaves the rule (it reads None).

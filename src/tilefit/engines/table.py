@@ -122,6 +122,12 @@ def _matches(rule: dict[str, Any], dtype: str, arch: str, version: str | None, l
     if flags is not None and any(k in flags and flags[k] not in allowed
                                  for k, allowed in rule.get("when_flags", {}).items()):
         return False
+    # `need_flags`: launch flags the rule needs set, each to one of the listed values (sglang's
+    # --moe-a2a-backend deepep). No command line (None): every flag is at its default, which the
+    # listed values never include, so the rule does not match.
+    if "need_flags" in rule and (flags is None or any(flags.get(k) not in allowed
+                                                      for k, allowed in rule["need_flags"].items())):
+        return False
     if "ep_gt1" in rule and bool(rule["ep_gt1"]) != (layout.ep > 1):
         return False
     if any(environ.get(k) != v for k, v in rule.get("env", {}).items()):

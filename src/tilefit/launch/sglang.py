@@ -109,6 +109,10 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...]) -> LaunchSpec
     own = {"a2a": "moe_a2a_backend", "moe_dense_tp": "moe_dense_tp_size",
            **{k: k for k in PREFILL_FLAGS + MEMORY_FLAGS + FUSION_FLAGS + ZERO_ROW_FLAGS}}
     extra = tuple((own[k], _text(v[k])) for k in own if k in v and v[k] not in (None, False))
+    if v.get("legacy_deepep") and not a2a:
+        # --enable-deepep-moe selected DeepEPMoE (0.4.x), and from 0.4.10.post2 set
+        # moe_a2a_backend = "deepep" itself (server_args.py l.292; 0.5.1 l.316).
+        extra += (("moe_a2a_backend", "deepep"),)
     if v.get("dp_attention") or attn_dp > 1:
         extra += (("enable_dp_attention", "true"),)
     settings = LaunchSettings.from_values(
