@@ -48,6 +48,9 @@ def backend(engine: str, dtype: str, arch: str, version: str, env: dict[str, str
             continue
         if any(flags.get(k) != val for k, val in rule.get("flags", {}).items()):
             continue
+        # `need_flags` (sglang's DeepEP-class all-to-all rows): flags that must be set to a listed value.
+        if any(flags.get(k) not in allowed for k, allowed in rule.get("need_flags", {}).items()):
+            continue
         return rule
     return None
 
