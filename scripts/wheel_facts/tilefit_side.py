@@ -12,7 +12,7 @@ from tilefit._toml import load_package_toml
 from tilefit.versions import parse_version
 
 ABSENT = "absent"
-RULE_FILES = ("backends.toml", "vllm_backends.toml")  # the engines' backend rows
+RULE_FILES = ("backends.toml", "vllm_backends.toml", "vllm_backends_bf16.toml")  # the engines' backend rows, in load order
 RULES_DIR = Path(__import__("tilefit").__file__).parent / "diagnose" / "rules"
 
 

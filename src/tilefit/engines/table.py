@@ -4,7 +4,7 @@ of the Engine protocol that only read those rows. An engine module subclasses `T
 what is code: its default configs, its tuned-config files, its fused-finalize switch.
 
 Rows of one engine may sit in any data file (backends.toml and remedies.toml hold the three engines
-read so far, vllm_backends.toml vLLM's per-version backend rows; a new engine may bring
+read so far, vllm_backends*.toml vLLM's per-version backend rows; a new engine may bring
 data/<name>.toml); files load in name order, and a row's sources resolve within its own file.
 """
 
