@@ -12,7 +12,6 @@ from tilefit._toml import load_package_toml
 from tilefit.versions import parse_version
 
 ABSENT = "absent"
-RULE_FILES = ("backends.toml", "vllm_backends.toml", "vllm_backends_bf16.toml")  # the engines' backend rows, in load order
 RULES_DIR = Path(__import__("tilefit").__file__).parent / "diagnose" / "rules"
 
 
@@ -33,12 +32,13 @@ def _toml(name: str) -> dict[str, Any]:
 
 def backend(engine: str, dtype: str, arch: str, version: str, env: dict[str, str] | None = None,
             ep: int = 1, flags: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """The first backends.toml/vllm_backends.toml rule that matches, as the engines' resolver
-    reads it (files in name order, as engines/table.py loads them)."""
+    """The first of the engine's backend rules (engines/data/*.toml, as engines/table.py loads
+    them) that matches, as the engines' resolver reads it."""
+    from tilefit.engines.table import facts
+
     env, flags = env or {}, flags or {}
-    rules = [r for name in RULE_FILES for r in _toml(name).get("rule", ())]
-    for rule in rules:
-        if rule["engine"] != engine or dtype not in rule.get("dtypes", [dtype]):
+    for rule in facts(engine).rules:
+        if dtype not in rule.get("dtypes", [dtype]):
             continue
         if arch not in rule.get("archs", [arch]) or not _in(version, rule.get("applies", ["", ""])):
             continue

@@ -42,19 +42,9 @@ def _memory_findings(plan: LayerPlan, gpu: GPU) -> list[Finding]:
     return [Finding(INFO, "memory", text)]
 
 
-def _backend_flags(req: CheckRequest, engine: str) -> dict[str, str] | None:
-    """The launch flags the backend rules read: the command line's, with tilefit's own
-    --a2a-backend (sglang's --moe-a2a-backend, so sglang's only) where the command line does not
-    name one; None when neither says anything (the engine's defaults)."""
-    flags = dict(req.flags) if req.flags is not None else None
-    if engine == "sglang" and req.a2a_backend and req.a2a_backend != "none":
-        flags = {"moe_a2a_backend": req.a2a_backend, **(flags or {})}
-    return flags
-
-
 def run_check(req: CheckRequest) -> CheckReport:
     from tilefit.engines import get_engine
-    from tilefit.engines.registry import shared_fusion_of
+    from tilefit.engines.registry import shared_fusion_of, with_a2a
     from tilefit.hw.catalog import get_gpu
     from tilefit.kernels.registry import get_family
     from tilefit.layout import plan_layer
@@ -66,7 +56,8 @@ def run_check(req: CheckRequest) -> CheckReport:
     layout = req.layout or engine.layout(tp=req.tp, ep=req.ep, dp=req.dp)
     plan_layer(model, layout)  # the layout's divisibility errors first
     choice = engine.backend(model.weight_dtype, gpu.arch, layout=layout, version=req.engine_version,
-                            override=req.backend, environ=req.env, flags=_backend_flags(req, engine.name),
+                            override=req.backend, environ=req.env,
+                            flags=with_a2a(req.flags, req.a2a_backend if engine.name == "sglang" else None),
                             architecture=model.hf_architecture)
     fusion = shared_fusion_of(engine, model, layout, gpu.arch, version=req.engine_version,
                               flags=dict(req.flags or ()), a2a=req.a2a_backend,

@@ -54,10 +54,10 @@ def compare_data(req: CompareRequest) -> dict[str, Any]:
     if spec and not req.layouts and (spec.layout.tp, spec.layout.ep) not in layouts \
             and spec.layout.gpus == gpus:
         layouts.insert(0, (spec.layout.tp, spec.layout.ep))  # the command's own layout first
-    engine_name, engine, choice = _engine_choice(req, spec, model, gpu, layouts)
+    flags = spec.flags() if spec and spec.argv else None  # None: the engine's defaults
+    engine_name, engine, choice = _engine_choice(req, spec, model, gpu, layouts, flags)
     kernel, kernel_note = _kernel_model(req, engine_name, choice, model, gpu)
-    zero = (engine.ep_zero_rows(model, choice.engine_backend, version=req.engine_version,
-                                flags=spec.flags() if spec and spec.argv else None)
+    zero = (engine.ep_zero_rows(model, choice.engine_backend, version=req.engine_version, flags=flags)
             if engine is not None and not isinstance(choice, UsageError) else NO_ZERO_ROWS)
     assumptions = Assumptions(ep_comm=req.ep_comm, kernel=kernel, zero_gemms=zero.gemms, zero_why=zero.why)
     plans = []
@@ -124,8 +124,8 @@ def _launch_ep_comm(spec: LaunchSpec | None) -> str:
     return "alltoall" if a2a and a2a != "none" else "allreduce"
 
 
-def _engine_choice(req: CompareRequest, spec: Any, model: Any, gpu: Any, layouts: list[tuple[int, int]]
-                   ) -> tuple[str | None, Any, Any]:
+def _engine_choice(req: CompareRequest, spec: Any, model: Any, gpu: Any, layouts: list[tuple[int, int]],
+                   flags: dict[str, str] | None) -> tuple[str | None, Any, Any]:
     """(engine name, engine, the MoE backend its rules pick for this model on this GPU under the
     first layout, as check reads it, or the UsageError saying why none); (None, None, None)
     without --engine or a launch command."""
@@ -140,8 +140,7 @@ def _engine_choice(req: CompareRequest, spec: Any, model: Any, gpu: Any, layouts
     try:
         return engine_name, engine, engine.backend(
             model.weight_dtype, gpu.arch, layout=Layout(tp=tp, ep=ep), version=req.engine_version,
-            environ=spec.environ if spec else {}, flags=spec.flags() if spec and spec.argv else None,
-            architecture=model.hf_architecture)
+            environ=spec.environ if spec else {}, flags=flags, architecture=model.hf_architecture)
     except UsageError as e:
         return engine_name, engine, e
 

@@ -41,6 +41,14 @@ def get_engine(name: str) -> Engine:
     return engine
 
 
+def with_a2a(flags: Mapping[str, str] | None, a2a: str | None) -> dict[str, str] | None:
+    """The launch flags with tilefit's own --a2a-backend as sglang's --moe-a2a-backend where the
+    flags name none; None when neither says anything (the engine's defaults)."""
+    if a2a and a2a != "none":
+        return {"moe_a2a_backend": a2a, **dict(flags or {})}
+    return dict(flags) if flags is not None else None
+
+
 def shared_fusion_of(engine: Engine, model: Any, layout: Any, arch: Any, *, version: str | None = None,
                      flags: Mapping[str, str] | None = None, a2a: str | None = None,
                      runner: str | None = None) -> SharedFusion:
@@ -48,7 +56,7 @@ def shared_fusion_of(engine: Engine, model: Any, layout: Any, arch: Any, *, vers
     (the MoE backend, BackendChoice.engine_backend) or else the one its own backend rules pick; a
     combination those rules do not model fuses nothing (engines/sglang_shared.py). `a2a`: the
     all-to-all backend where the launch flags do not name it."""
-    given = {"moe_a2a_backend": a2a or "none", **dict(flags or {})}
+    given = with_a2a(flags, a2a) or {}
     if runner is None:
         try:
             runner = engine.backend(model.weight_dtype, arch, layout=layout, version=version,

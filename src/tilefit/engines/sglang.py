@@ -166,10 +166,10 @@ class Sglang(TritonEngine):
         gemm1's."""
         if runner != "triton":
             return NO_ZERO_ROWS
-        v = version or self.newest
-        if parse_version(v) < parse_version("0.4.10"):
+        if not self._since("0.4.10", version):
             return NO_ZERO_ROWS  # not read
-        summed = (parse_version(v) >= parse_version("0.5.23") and model.top_k > 2
+        v = version or self.newest
+        summed = (self._since("0.5.23", version) and model.top_k > 2
                   and flag_on(flags or {}, "enable_fused_moe_sum_all_reduce"))
         if summed:
             return ZeroRows(("gemm1",), f"sglang {v} (Triton runner) writes zeros to the rows of "

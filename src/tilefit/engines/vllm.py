@@ -13,8 +13,7 @@ from pathlib import Path
 
 from tilefit.engines.triton_moe import (
     TritonEngine, config_content, device_part, engine_dtype, package_dir, selectors, write_json_atomic)
-from tilefit.engines.types import (
-    NO_ZERO_ROWS, ConfigLookup, FinalizeState, Source, ZeroRows, parse_version)
+from tilefit.engines.types import NO_ZERO_ROWS, ConfigLookup, FinalizeState, Source, ZeroRows
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 
@@ -120,11 +119,10 @@ class Vllm(TritonEngine):
         per-tensor fp8 scale)."""
         if runner != "TRITON":
             return NO_ZERO_ROWS
-        v = parse_version(version or self.newest)
-        if v >= parse_version("0.31.0"):
+        if self._since("0.31.0", version):
             return NO_ZERO_ROWS
         name = f"vllm {version or self.newest} (Triton experts)"
-        if v >= parse_version("0.14.0") or v < parse_version("0.13.0"):
+        if self._since("0.14.0", version) or not self._since("0.13.0", version):
             return ZeroRows(("gemm1", "gemm2"), f"{name} writes zeros to the rows of other ranks' "
                             "(token, k) pairs in both GEMMs' outputs")
         return ZeroRows(("gemm2",), f"{name} zero-fills gemm2's whole output before it (counted: "

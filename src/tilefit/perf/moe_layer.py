@@ -133,7 +133,8 @@ def gemm_time(gpu: GPU, shape: GemmShape, rows: float, active: float, per_group_
               dtype: str, a: Assumptions, zero_rows: float = 0.0) -> GemmTime:
     """Time of one grouped GEMM that multiplies `rows` rows spread over `active` groups and writes
     zeros to `zero_rows` more rows of its output."""
-    zero_us = zero_rows * shape.n * a.activation_bytes / (gpu.mem_bandwidth_gbps * 1e3 * a.bandwidth_efficiency)
+    bytes_per_us = gpu.mem_bandwidth_gbps * 1e3 * a.bandwidth_efficiency
+    zero_us = zero_rows * shape.n * a.activation_bytes / bytes_per_us
     if rows <= 0 or active <= 0:
         return GemmTime(shape.name, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, zero_us, zero_us)
     rows_per_group = rows / active
@@ -145,7 +146,7 @@ def gemm_time(gpu: GPU, shape: GemmShape, rows: float, active: float, per_group_
     per_sm_flops_per_us = peak * 1e6 / gpu.sm_count * k.mma_efficiency
     compute_us = waves * (2 * bm * k.tile_n * shape.k) / per_sm_flops_per_us
     nbytes = active * per_group_weight_bytes + rows * (shape.k + shape.n) * a.activation_bytes
-    memory_us = nbytes / (gpu.mem_bandwidth_gbps * 1e3 * a.bandwidth_efficiency)
+    memory_us = nbytes / bytes_per_us
     flops = 2 * rows * shape.n * shape.k
     return GemmTime(shape.name, rows, active, nbytes, flops, memory_us, compute_us,
                     max(memory_us, compute_us) + zero_us + a.launch_us, zero_us)
