@@ -24,6 +24,7 @@ def test_an_unknown_step_is_one_line_and_exit_2(tmp_path):
     assert proc.stderr.splitlines() == [
         "bench_kernel_variants: unknown step(s) smal; choose from check, small, small2, large, "
         "draws, persistent, splitk"]
+    assert list(tmp_path.iterdir()) == []  # a refused run leaves no empty log behind
 
 
 def test_the_base_launcher_passes_group_size_m_where_the_kernel_takes_it(monkeypatch):

@@ -361,3 +361,14 @@ def test_tune_progress_best_is_the_least_time_of_the_measured_events():
                       ("does not fit: shared memory needs 1 > 0", None)):
         p("measured", {"config": "c", "result": result, "time_us": t})
     assert p.timed == 4 and p.best == 9.25
+
+
+def test_the_budget_clock_does_not_lose_a_second_to_floating_point():
+    """CI once read '8:29 of 10:00' 90 s after the start: for some monotonic() readings
+    (started + 90) - started is 90.000000000004 (these starts); the clock must read 8:30."""
+    from tilefit.cli.progress import TuneProgress
+
+    p = TuneProgress(budget_minutes=10, stream=_Tty(), live=True)
+    for started in (4090.833771576286, 2097088.6396408544, 32678.938313922914, 0.1):
+        p.started = started
+        assert p.status(now=started + 90).endswith("8:30 of 10:00 budget left"), started

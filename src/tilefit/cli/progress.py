@@ -22,7 +22,9 @@ def _is_tty(stream: TextIO) -> bool:
 
 
 def _clock(seconds: float) -> str:
-    seconds = max(0, int(seconds))
+    # whole seconds, down; the microsecond added keeps a whole number of seconds that floating
+    # point puts a hair under it (600 - ((t + 90) - t) is 509.9999999998 for some monotonic t)
+    seconds = max(0, int(seconds + 1e-6))
     return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}" if seconds >= 3600 \
         else f"{seconds // 60}:{seconds % 60:02d}"
 
