@@ -35,9 +35,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--interconnect", metavar="NAME",
                    help="nvlink3|nvlink4|nvlink5|pcie4|pcie5 (default: what the GPU usually has)")
     p.add_argument("--ep-comm", choices=("allreduce", "alltoall"), default=None,
-                   help="EP communication: all-reduce with attention TP, or all-to-all "
-                        "dispatch/combine with attention DP (default: all-to-all when the launch "
-                        "command names sglang's --moe-a2a-backend, else all-reduce)")
+                   help="EP communication: every rank gets every token and the output is "
+                        "all-reduced, or all-to-all dispatch/combine (default: as the engine "
+                        "resolves it from the launch command: sglang's --moe-a2a-backend, vLLM's "
+                        "--all2all-backend with --data-parallel-size > 1; else all-reduce)")
     p.add_argument("--measure", action="store_true",
                    help="also measure each layout on the local GPUs (one process per GPU, NCCL); with "
                         "fewer GPUs than a layout needs, the busiest GPU's GEMMs are measured alone")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tilefit.compare.layouts import parse_layouts
-from tilefit.engines.types import NO_ZERO_ROWS
+from tilefit.engines.types import NO_ZERO_ROWS, EpComm
 from tilefit.errors import UsageError
 from tilefit.launch import LaunchSpec
 
@@ -42,7 +42,6 @@ def compare_data(req: CompareRequest) -> dict[str, Any]:
     from tilefit.perf.moe_layer import Assumptions, compute_dtype, layer_time
 
     spec = req.launch
-    req = replace(req, ep_comm=req.ep_comm or _launch_ep_comm(spec))
     if not (req.model or spec):
         raise UsageError("give --model (a preset, config.json or Hugging Face id) or a launch command after `--`")
     model, gpu = load_model(req.model or spec.model), get_gpu(req.gpu)  # type: ignore[union-attr]
@@ -57,9 +56,12 @@ def compare_data(req: CompareRequest) -> dict[str, Any]:
     flags = spec.flags() if spec and spec.argv else None  # None: the engine's defaults
     engine_name, engine, choice = _engine_choice(req, spec, model, gpu, layouts, flags)
     kernel, kernel_note = _kernel_model(req, engine_name, choice, model, gpu)
+    comm = _ep_comm(req, spec, engine, gpus, flags)
+    req = replace(req, ep_comm=comm.mode)
     zero = (engine.ep_zero_rows(model, choice.engine_backend, version=req.engine_version, flags=flags)
             if engine is not None and not isinstance(choice, UsageError) else NO_ZERO_ROWS)
-    assumptions = Assumptions(ep_comm=req.ep_comm, kernel=kernel, zero_gemms=zero.gemms, zero_why=zero.why)
+    assumptions = Assumptions(ep_comm=comm.mode, ep_comm_why=comm.why, kernel=kernel,
+                              zero_gemms=zero.gemms, zero_why=zero.why)
     plans = []
     for tp, ep in layouts:
         try:
@@ -115,13 +117,22 @@ def _fused(req: CompareRequest, spec: Any, model: Any, gpu: Any, tp: int, ep: in
                             version=req.engine_version, flags=spec.flags() if spec else None).experts
 
 
-def _launch_ep_comm(spec: LaunchSpec | None) -> str:
-    """EP's communication as the launch command sets it: an sglang --moe-a2a-backend other than
-    none (DeepEP, Mooncake, ...) dispatches each token's top-k copies to the ranks that hold the
-    experts and combines them back (all-to-all, no replicated tokens); otherwise tokens are
-    replicated and the output all-reduced. vLLM's all-to-all backends are not read yet."""
-    a2a = spec.flags().get("moe_a2a_backend") if spec is not None and spec.engine == "sglang" else None
-    return "alltoall" if a2a and a2a != "none" else "allreduce"
+def _ep_comm(req: CompareRequest, spec: LaunchSpec | None, engine: Any, gpus: int,
+             flags: dict[str, str] | None) -> EpComm:
+    """How EP layouts move tokens: --ep-comm as given; else as the engine resolves it from the
+    launch command's flags and environment (its data-parallel ranks among them) or its defaults;
+    else replicated tokens and an all-reduce, said so."""
+    if req.ep_comm:
+        return EpComm(req.ep_comm, f"--ep-comm {req.ep_comm}")
+    if engine is None:
+        return EpComm("allreduce", "no --engine or launch command says otherwise (--ep-comm alltoall "
+                                   "for dispatch)")
+    from tilefit.layout import Layout
+
+    # the engine's answer for an EP layout over these GPUs, with the command's attention ranks
+    lay = Layout(tp=1, ep=max(gpus, 2), dp=spec.layout.dp if spec else 1)
+    return engine.ep_comm(lay, version=req.engine_version, flags=flags,
+                          environ=spec.environ if spec else None)
 
 
 def _engine_choice(req: CompareRequest, spec: Any, model: Any, gpu: Any, layouts: list[tuple[int, int]],

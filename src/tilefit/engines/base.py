@@ -3,8 +3,9 @@
 check, diagnose, tune and the CLI ask an engine, found by name through engines.registry.get_engine,
 and never branch on its name: its parallel layout from its flags, the MoE backend and kernel family
 it runs, its default kernel configs, the tuned-config files it reads and writes, its fused-finalize
-switch, what is fatal and the fixes, and its ready and fatal log lines. Facts that are data live in
-engines/data/*.toml (each row with its source and the versions read); engines/table.py reads them.
+switch, how its EP ranks exchange tokens, what is fatal and the fixes, and its ready and fatal log
+lines. Facts that are data live in engines/data/*.toml (each row with its source and the versions
+read); engines/table.py reads them.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from tilefit.engines.triton_moe import DefaultConfig
 from tilefit.engines.types import (
-    BackendChoice, ConfigLookup, Fatality, FinalizeState, Remedy, SharedFusion, ZeroRows)
+    BackendChoice, ConfigLookup, EpComm, Fatality, FinalizeState, Remedy, SharedFusion, ZeroRows)
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
 from tilefit.models.types import MoEModel
@@ -114,6 +115,13 @@ class Engine(Protocol):
         expert parallelism with replicated tokens for the (token, k) pairs routed to other
         ranks' experts: zeros to those rows of gemm1's and/or gemm2's output, or nothing;
         `flags`: the launch flags by the engine's own name."""
+        ...
+
+    def ep_comm(self, layout: Layout, *, version: str | None = None,
+                flags: Mapping[str, str] | None = None,
+                environ: Mapping[str, str] | None = None) -> EpComm:
+        """How the engine moves tokens between the EP ranks of `layout` (its dp: attention data
+        parallel ranks) with these launch flags (by the engine's own name) and environment."""
         ...
 
     def fatality(self, family: str) -> Fatality:

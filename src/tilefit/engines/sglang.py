@@ -14,14 +14,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tilefit.engines.a2a import sglang_ep_comm
 from tilefit.engines.sglang_shared import shared_fusion
 from tilefit.engines.table import TableEngine
 from tilefit.engines.triton_moe import (
     TritonEngine, config_content, device_part, engine_dtype, installed_triton_version, package_dir,
     selectors, write_json_atomic)
 from tilefit.engines.types import (
-    NO_ZERO_ROWS, ConfigLookup, FinalizeState, SharedFusion, Source, VersionRange, ZeroRows, flag_on,
-    parse_version)
+    NO_ZERO_ROWS, ConfigLookup, EpComm, FinalizeState, SharedFusion, Source, VersionRange, ZeroRows,
+    flag_on, parse_version)
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
@@ -151,6 +152,13 @@ class Sglang(TritonEngine):
                              routed=model.num_experts, shared=model.shared_experts, layout=layout,
                              arch=arch, runner=runner, flags=flags or {},
                              shared_width=model.shared_expert_width, routed_width=model.expert_width)
+
+    def ep_comm(self, layout: Layout, *, version: str | None = None,
+                flags: Mapping[str, str] | None = None,
+                environ: Mapping[str, str] | None = None) -> EpComm:
+        """--moe-a2a-backend as SGLang `version` reads it (engines/a2a.py)."""
+        self.check_version(version)
+        return sglang_ep_comm(layout, version or self.newest, flags or {})
 
     def ep_zero_rows(self, model: Any, runner: str, *, version: str | None = None,
                      flags: Mapping[str, str] | None = None) -> ZeroRows:

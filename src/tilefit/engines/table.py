@@ -20,8 +20,8 @@ from typing import Any
 
 from tilefit._toml import tomllib
 from tilefit.engines.types import (
-    NO_FUSION, NO_ZERO_ROWS, OVERRIDES, BackendChoice, ConfigLookup, Fatality, Remedy, SharedFusion,
-    Source, VersionRange, ZeroRows, check_arch, check_weight_dtype, parse_version)
+    NO_FUSION, NO_ZERO_ROWS, OVERRIDES, BackendChoice, ConfigLookup, EpComm, Fatality, Remedy,
+    SharedFusion, Source, VersionRange, ZeroRows, check_arch, check_weight_dtype, parse_version)
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
 from tilefit.layout.plan import Layout
@@ -300,6 +300,14 @@ class TableEngine:
         """Nothing, unless the engine says otherwise (its Triton fused MoE: engines/sglang.py,
         engines/vllm.py); TensorRT-LLM's CUTLASS MoE computes only the local experts' pairs."""
         return NO_ZERO_ROWS
+
+    def ep_comm(self, layout: Layout, *, version: str | None = None,
+                flags: Mapping[str, str] | None = None,
+                environ: Mapping[str, str] | None = None) -> EpComm:
+        """Not read for this engine (TensorRT-LLM's MoE all-to-all options): replicated tokens and
+        an all-reduced output assumed, and said."""
+        return EpComm("allreduce", f"{self.title}'s EP token exchange is not read: tokens "
+                      "replicated to every EP rank and the MoE output all-reduced assumed")
 
     def fatality(self, family: str) -> Fatality:
         """Whether a config/tactic of `family` that cannot launch kills the engine at warmup."""

@@ -205,6 +205,18 @@ class ZeroRows:
 NO_ZERO_ROWS = ZeroRows((), "")
 
 
+@dataclass(frozen=True, slots=True)
+class EpComm:
+    """How an engine moves tokens between expert-parallel ranks for one deployment: "allreduce"
+    (every rank gets every token, replicated or gathered, runs its local experts on them and the
+    partial outputs are summed: an all-reduce, or an all-gather plus a reduce-scatter, which moves
+    the same bytes) or "alltoall" (each token's top-k copies are dispatched to the ranks that hold
+    those experts and combined back); `why` names the flag or default and the versions read."""
+
+    mode: str  # "allreduce" | "alltoall"
+    why: str
+
+
 TRUE_WORDS = ("1", "true", "yes", "on")
 
 

@@ -11,11 +11,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from tilefit.engines.a2a import vllm_ep_comm
 from tilefit.engines.triton_moe import (
     TritonEngine, config_content, device_part, engine_dtype, package_dir, selectors, write_json_atomic)
-from tilefit.engines.types import NO_ZERO_ROWS, ConfigLookup, FinalizeState, Source, ZeroRows
+from tilefit.engines.types import NO_ZERO_ROWS, ConfigLookup, EpComm, FinalizeState, Source, ZeroRows
 from tilefit.errors import UsageError
 from tilefit.hw.catalog import Arch
+from tilefit.layout.plan import Layout
 
 TUNED_ENV = "VLLM_TUNED_CONFIG_FOLDER"
 # get_moe_configs pops a tuned file's "triton_version" key from 0.11.0; 0.10.1-0.10.2 (which read
@@ -127,6 +129,14 @@ class Vllm(TritonEngine):
                             "(token, k) pairs in both GEMMs' outputs")
         return ZeroRows(("gemm2",), f"{name} zero-fills gemm2's whole output before it (counted: "
                         "the other ranks' rows of it)")
+
+    def ep_comm(self, layout: Layout, *, version: str | None = None,
+                flags: Mapping[str, str] | None = None,
+                environ: Mapping[str, str] | None = None) -> EpComm:
+        """The all2all backend vLLM `version` resolves from --all2all-backend and
+        VLLM_ALL2ALL_BACKEND, and whether it runs at all (engines/a2a.py)."""
+        self.check_version(version)
+        return vllm_ep_comm(layout, version or self.newest, flags or {}, environ or {})
 
     def wide_block_k(self, block_k: int, block: tuple[int, int]) -> str:
         """invoke_fused_moe_kernel sets BLOCK_SIZE_K = min(BLOCK_SIZE_K, min(block_shape)) before

@@ -70,7 +70,13 @@ def build(args: tuple[str, ...], env: tuple[tuple[str, str], ...], read_file=Non
                     pcp=int(v.get("pcp", 1)))
     notes += par.notes
     layout = par.layout
-    settings = LaunchSettings.from_values(v, "utilization", **_compilation(v.get("compilation")))
+    # What engine rules read beyond the layout, by vLLM's own names (engines/a2a.py: the all2all
+    # backend runs only with data or prefill-context parallel ranks).
+    extra = tuple((name, str(v[key])) for key, name in (
+        ("all2all", "all2all_backend"), ("dp", "data_parallel_size"),
+        ("pcp", "prefill_context_parallel_size")) if v.get(key) not in (None, "", 1, "1"))
+    settings = LaunchSettings.from_values(v, "utilization", extra=extra,
+                                          **_compilation(v.get("compilation")))
     extra_pos = p.positionals[1:] if not v.get("model") else p.positionals
     return LaunchSpec(ENGINE, str(model), layout, par.gpus, settings, env, tuple(p.ignored),
                       tuple(p.unknown) + tuple(extra_pos), tuple(args), pipeline=pp,

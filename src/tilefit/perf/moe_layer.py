@@ -58,7 +58,8 @@ class Assumptions:
     bandwidth_efficiency: float = 0.90  # copy bandwidth / datasheet (H200 measured 4.3 of 4.8 TB/s)
     launch_us: float = 4.0  # per kernel launch (outside CUDA graphs; inside them, less)
     activation_bytes: int = 2  # bf16 activations in and out
-    ep_comm: str = "allreduce"  # "allreduce": TP attention, tokens replicated; "alltoall": DP attention
+    ep_comm: str = "allreduce"  # "allreduce": every EP rank gets every token; "alltoall": dispatch/combine
+    ep_comm_why: str = ""  # the engine's flag or default that says so (engines.types.EpComm.why)
     kernel: KernelModel = TRITON_MOE
     # GEMMs whose output rows of other ranks' (token, k) pairs the engine zero-fills under EP with
     # replicated tokens, and why (the engine's ep_zero_rows)
@@ -71,9 +72,10 @@ class Assumptions:
             f"kernel launch",
             self.kernel.line(),
             "uniform random top-k routing; the busiest GPU (mean over the sampler's trials) sets the pace",
-            "EP communication: " + ("all-reduce of the layer output (attention TP, tokens replicated)"
+            "EP communication: " + ("all-reduce of the layer output (tokens replicated to every EP rank)"
                                    if self.ep_comm == "allreduce" else
-                                   "dispatch + combine all-to-all of top-k token copies (attention DP)"),
+                                   "dispatch + combine all-to-all of top-k token copies")
+            + (f"; {self.ep_comm_why}" if self.ep_comm_why else ""),
             "MoE layers only: attention, norms and the router are not modelled",
         ] + ([f"EP with replicated tokens: {self.zero_why}; counted at copy bandwidth"]
              if self.zero_gemms and self.ep_comm == "allreduce" else [])
