@@ -371,7 +371,7 @@ class Tracker:
         elif self.progress is not None or self.activity or self.hints or ev.TACTIC_SKIPPED in self.classes:
             verdict = IN_PROGRESS
             decisive = self.progress
-            settle = ready_line(self.engines)
+            settle = ready_line(self.engines, self.progress.fields.get("phase") if self.progress else None)
         else:
             verdict = UNKNOWN
         seconds = None

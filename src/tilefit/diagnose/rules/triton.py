@@ -9,6 +9,7 @@ from tilefit.diagnose.events import (
     DEVICE_NAME_FIELD, ERROR, EXCEPTION, HINT, MARKER, PROGRESS, READY, TRITON_CRASH,
     TRITON_OOR, Rule,
 )
+from tilefit.diagnose.lineshape import BENCHMARK_PHASE
 
 E = "triton"
 
@@ -45,6 +46,12 @@ RULES = (
     Rule("tune-batch-done", E, PROGRESS, MARKER, "Completed tuning for batch_size=",
          "Mon Oct  6 20:31:07 2025] Completed tuning for batch_size=16",
          pattern=r"batch_size=(?P<bs>\d{1,9})", fields=(("phase", "tuning sweep"),)),
+    # Without --tune the same scripts time the configs they would run and print, batch by batch,
+    # "Batch size: N, config: {...}" then "Kernel time: X us" (vLLM's benchmark_moe.py and SGLang's
+    # tuning_fused_moe_triton.py, the benchmark branch of main()).
+    Rule("bench-kernel-time", E, PROGRESS, MARKER, "Kernel time: ",
+         "Kernel time: 31.70 us", pattern=r"Kernel time: (?P<us>\d{1,9}(?:\.\d{1,4})?) us",
+         fields=(("phase", BENCHMARK_PHASE),)),
     Rule("tune-written", E, READY, MARKER, "Writing best config to",
          "Writing best config to E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,"
          "dtype=fp8_w8a8,block_shape=[128,128].json...",

@@ -28,6 +28,21 @@ RULES = (
     Rule("cpp-info", E, PROGRESS, MARKER, "[TensorRT-LLM][INFO]",
          "[TensorRT-LLM][INFO] Loaded engine size: 15448 MiB", fields=(("activity", True),),
          tier=ACTIVITY),
+    # The defaults the Triton backend fills in while a model instance initialises, logged as
+    # warnings by the same C++ logger ("[TensorRT-LLM][WARNING] max_beam_width is not specified,
+    # will use default value of 1", "kv_cache_onboard_blocks not set, defaulting to true"): the
+    # engine at work. Other warnings are not (the GEMM profiler's "Have not found any valid GEMM
+    # config" is its own class, and comes before runs that go on and runs that abort alike).
+    Rule("cpp-default-notice", E, PROGRESS, MARKER, "[TensorRT-LLM][WARNING]",
+         "[TensorRT-LLM][WARNING] max_beam_width is not specified, will use default value of 1",
+         pattern=r"\[TensorRT-LLM\]\[WARNING\] \w{1,80} (?:is not specified, will|not set, defaulting)",
+         fields=(("activity", True),), tier=ACTIVITY),
+    # Triton Inference Server loading a model: each backend logs its TRITONBACKEND_ModelInitialize /
+    # ModelInstanceInitialize entry points (the backend API of triton-inference-server/backend;
+    # tensorrtllm_backend's libtensorrtllm.cc, the python backend's python_be.cc), glog-prefixed.
+    Rule("triton-server-model-init", E, PROGRESS, MARKER, "TRITONBACKEND_Model",
+         'I0130 02:01:55.151129 527 libtensorrtllm.cc:114] "TRITONBACKEND_ModelInitialize: '
+         'tensorrt_llm (version 1)"', fields=(("activity", True),), tier=ACTIVITY),
     Rule("version", E, PROGRESS, MARKER, "TensorRT-LLM version: ",
          "[TensorRT-LLM] TensorRT-LLM version: 0.20.0rc3",
          pattern=r"TensorRT-LLM version: (?P<trtllm_version>\d{1,3}\.\d{1,3}[\w.+-]{0,40})",
