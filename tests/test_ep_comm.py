@@ -15,8 +15,10 @@ from tilefit.errors import UsageError
 from tilefit.launch import parse_launch
 from tilefit.layout.plan import Layout
 
-COMMANDS = tomllib.loads((Path(__file__).parent / "fixtures" / "a2a" / "commands.toml").read_text())["command"]
-CASES = [(c, v, mode) for c in COMMANDS for v, mode in c["expect"].items()]
+A2A = Path(__file__).parent / "fixtures" / "a2a"
+COMMANDS = tomllib.loads((A2A / "commands.toml").read_text())["command"]
+HELD_OUT = tomllib.loads((A2A / "held_out.toml").read_text())["command"]
+CASES = [(c, v, mode) for c in COMMANDS + HELD_OUT for v, mode in c["expect"].items()]
 
 
 @pytest.mark.parametrize("cmd,version,mode", CASES,
@@ -28,6 +30,14 @@ def test_real_commands_per_version(cmd, version, mode):
                                           environ=spec.environ)
     assert got.mode == mode, got.why
     assert version in got.why
+
+
+@pytest.mark.parametrize("cmd,version", [(c, v) for c in HELD_OUT for v in c.get("refused", ())])
+def test_a_backend_the_release_renamed_is_refused(cmd, version):
+    spec = parse_launch(cmd["command"])
+    with pytest.raises(UsageError, match="has no all2all backend"):
+        get_engine(spec.engine).ep_comm(spec.layout, version=version, flags=spec.flags(),
+                                        environ=spec.environ)
 
 
 def _vllm(version, *, dp=2, ep=2, flags=None, env=None):
