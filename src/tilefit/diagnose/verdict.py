@@ -27,6 +27,7 @@ from tilefit.diagnose.diagnosis import (
     FATAL, HEALTHY, IN_PROGRESS, RECOVERED, UNKNOWN, VERDICTS, Diagnosis, FailureClass,
 )
 from tilefit.diagnose.parser import is_backtrace_frame
+from tilefit.diagnose.sglang_warmup import SglangWarmup
 from tilefit.diagnose.lineshape import (
     ATTACHED, NOT_FAILURES, VLLM_PROCS, WARNING_LEVEL, backtrace, cause_kind, is_source, phase, ready_line,
     TOOLS, remember, shape, specificity, tile_of,
@@ -61,7 +62,7 @@ class Tracker:
         self.fatal: dict[str, Event] = {}                       # process-end lines since the last ready
         self.sticky: dict[str | None, Event] = {}               # first sticky CUDA error per process
         self.ready: Event | None = None
-        self.first_ready: Event | None = None
+        self.warmup = SglangWarmup()  # sglang's own start, which looks like serving
         self.progress: Event | None = None
         self.activity = False  # an engine's logger at work (in-progress evidence only)
         self.traceback: Event | None = None
@@ -183,13 +184,14 @@ class Tracker:
     # -- markers -----------------------------------------------------------------------------
     def _marker(self, e: Event) -> None:
         self._count_engine(e.engine)
-        if e.kind == ev.READY and e.fields.get("weak") and "sglang" in self.engines:
-            # sglang starts uvicorn before its warmup request: only "fired up" means ready
-            e.kind, e.fields["phase"] = ev.PROGRESS, "HTTP server up, warmup not finished"
+        was = self.ready
+        self.ready, take = self.warmup.see(e, self.ready, self.engines)
+        if was is not None and was.kind == ev.PROGRESS and (self.progress is None or self.progress.line < was.line):
+            self.progress = was  # uvicorn's start, taken back from ready
+        if not take:
+            return
         if e.kind == ev.READY:
             self.ready = e
-            if self.first_ready is None:
-                self.first_ready = e
             for first, weight in self.pending.values():
                 self._survived(first, weight)
             self.pending.clear()
