@@ -6,13 +6,15 @@ logs called fatal, and agreement. By default only the working set (holdout = fal
 reads only the first held-out set (the fifth kept aside in session 3), --holdout2 only the second one
 (sidecars with set = "holdout2", collected later from threads not in the corpus), --holdout3 only the
 third one (set = "holdout3", collected 2026-12-02 the same way), --holdout4 only the fourth one
-(set = "holdout4", collected 2026-12-02 from threads new to the corpus), --all everything.
+(set = "holdout4", collected 2026-12-02 from threads new to the corpus), --holdout5 the fifth
+(set = "holdout5", collected 2026-12-02 in session 14, labelled blind), --all everything.
 
     python benchmarks/diagnose_corpus.py             # working set
     python benchmarks/diagnose_corpus.py --holdout   # the first held-out set, measured once at the end
     python benchmarks/diagnose_corpus.py --holdout2  # the second held-out set, measured once
     python benchmarks/diagnose_corpus.py --holdout3  # the third held-out set, measured once
     python benchmarks/diagnose_corpus.py --holdout4  # the fourth held-out set, measured once
+    python benchmarks/diagnose_corpus.py --holdout5  # the fifth held-out set, measured once
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ VERDICTS = ("fatal", "recovered", "in-progress", "healthy", "unknown")
 
 
 def which_set(meta: dict) -> str:
-    """'work', 'holdout' (the first held-out set), 'holdout2', 'holdout3' or 'holdout4', from a sidecar."""
+    """'work', 'holdout' (the first held-out set), or the later set's name ('holdout2'...'holdout5')."""
     if not meta.get("holdout"):
         return "work"
-    return meta["set"] if meta.get("set") in ("holdout2", "holdout3", "holdout4") else "holdout"
+    return meta["set"] if meta.get("set") in ("holdout2", "holdout3", "holdout4", "holdout5") else "holdout"
 
 
 def entries(which: str) -> list[tuple[Path, dict]]:
@@ -81,6 +83,7 @@ def main() -> int:
     group.add_argument("--holdout2", action="store_const", const="holdout2", dest="which")
     group.add_argument("--holdout3", action="store_const", const="holdout3", dest="which")
     group.add_argument("--holdout4", action="store_const", const="holdout4", dest="which")
+    group.add_argument("--holdout5", action="store_const", const="holdout5", dest="which")
     group.add_argument("--all", action="store_const", const="all", dest="which")
     ap.add_argument("-v", "--verbose", action="store_true", help="list the logs that disagree")
     args = ap.parse_args()

@@ -9,7 +9,8 @@ set (holdout = true, set = "holdout2"), collected later from threads not in the 
 once the same way, and a third (set = "holdout3", collected 2026-12-02, measured once with
 benchmarks/diagnose_corpus.py --holdout3 before any rule change). A fourth (set = "holdout4", collected
 2026-12-02 from threads new to the corpus, labelled blind) was measured once with
-benchmarks/diagnose_corpus.py --holdout4, with no rule changed; its misses are strict xfails.
+benchmarks/diagnose_corpus.py --holdout4, with no rule changed; its misses are strict xfails. A fifth
+(set = "holdout5", session 14, labelled blind) was measured once with --holdout5 before any rule change.
 """
 
 from __future__ import annotations
@@ -71,10 +72,25 @@ HOLDOUT4_MISSES: dict[str, str] = {
 }
 
 
+# The fifth held-out set (set = "holdout5", 30 excerpts from threads new to the corpus, labelled blind,
+# session 14), measured once before any rule change: 27 of 30 right, fatal recall 14/14, none called fatal
+# wrongly (benchmarks/RESULTS.md). Two misses were general defects, fixed by principle: TensorRT-LLM's
+# banner spelt "TensorRT LLM version" in later releases (rules/trtllm.py) and a quoted MLIR failure note
+# read as work going on (lineshape.FAILURE_HINTS). The third is left wrong, with the reason.
+MEASURED_HOLDOUT5 = True
+HOLDOUT5_MISSES: dict[str, str] = {
+    "vllm-vllm-16361-startup-complete-then-404-model-not-found":
+        "read recovered: request errors (404 model not found) logged after 'Application startup complete' "
+        "count as failures the server lives with; the corpus labels such logs both ways (trtllm "
+        "dgx-spark-playbooks-17, a 400 after ready, is labelled recovered)",
+}
+
+
 def _unmeasured(meta: dict) -> bool:
     return bool(meta.get("holdout")) and (not MEASURED_HOLDOUT
                                           or (meta.get("set") == "holdout3" and not MEASURED_HOLDOUT3)
-                                          or (meta.get("set") == "holdout4" and not MEASURED_HOLDOUT4))
+                                          or (meta.get("set") == "holdout4" and not MEASURED_HOLDOUT4)
+                                          or (meta.get("set") == "holdout5" and not MEASURED_HOLDOUT5))
 
 
 def _entries() -> list[tuple[str, dict]]:
@@ -93,8 +109,9 @@ def _params():
         marks = []
         if _unmeasured(meta):
             marks.append(pytest.mark.skip(reason="held out until the rules are final"))
-        elif name in HOLDOUT_MISSES or name in HOLDOUT2_MISSES or name in HOLDOUT4_MISSES:
-            reason = HOLDOUT_MISSES.get(name) or HOLDOUT2_MISSES.get(name) or HOLDOUT4_MISSES[name]
+        elif name in HOLDOUT_MISSES or name in HOLDOUT2_MISSES or name in HOLDOUT4_MISSES or name in HOLDOUT5_MISSES:
+            reason = (HOLDOUT_MISSES.get(name) or HOLDOUT2_MISSES.get(name) or HOLDOUT4_MISSES.get(name)
+                      or HOLDOUT5_MISSES[name])
             marks.append(pytest.mark.xfail(reason=reason, strict=True))
         yield pytest.param(name, meta, id=name, marks=marks)
 

@@ -95,6 +95,8 @@ def backtrace(found: Any) -> Backtrace:
 
 # Counted and shown, but a ready log with only these is healthy: "no valid GEMM config" warnings.
 NOT_FAILURES = (ev.NO_CONFIG,)
+# Hints that are an error's fragment (rules/triton.py: the MLIR pass failure notes), not work going on.
+FAILURE_HINTS = ("mlir-failure", "mlir_pass")
 
 
 # Tuning scripts a line may name (the last named one is the log's tool, unless one was named before).

@@ -47,6 +47,12 @@ RULES = (
          "[TensorRT-LLM] TensorRT-LLM version: 0.20.0rc3",
          pattern=r"TensorRT-LLM version: (?P<trtllm_version>\d{1,3}\.\d{1,3}[\w.+-]{0,40})",
          fields=(("phase", "starting the engine"),)),
+    # The same banner (tensorrt_llm/__init__.py) spelt without the hyphen in later releases: "[TensorRT-LLM]
+    # TensorRT LLM version: 1.2.0rc2" (NVIDIA/TensorRT-LLM#9680; the file at commit c40f115).
+    Rule("version-unhyphenated", E, PROGRESS, MARKER, "TensorRT LLM version: ",
+         "[TensorRT-LLM] TensorRT LLM version: 1.2.0rc2",
+         pattern=r"TensorRT LLM version: (?P<trtllm_version>\d{1,3}\.\d{1,3}[\w.+-]{0,40})",
+         fields=(("phase", "starting the engine"),)),
     Rule("executor-init-failed", E, ENGINE_DIED, FATAL, "Failed to initialize executor",
          "[05/27/2025-21:12:36] [TRT-LLM] [E] Failed to initialize executor on rank 3: [TensorRT-LLM][ERROR] "
          "CUDA runtime error in cudaMemsetAsync(...): an illegal memory access was encountered"),
