@@ -204,3 +204,27 @@ def test_check_memory_section_reads_the_launch_command(cli):
             "sglang.launch_server", "--model-path", "nvidia/GLM-5-NVFP4", "--tp", "8", "--ep", "8",
             "--mem-fraction-static", "0.75", "--quantization", "modelopt_fp4").json()
     assert d["memory"]["kv"]["tokens"] > 248_064
+
+
+def test_a_model_the_memory_plan_does_not_model_still_gets_its_moe_verdict(cli):
+    """Qwen3-Next (hybrid linear attention) on B200 under vLLM (flashinfer-ai/flashinfer#2219's
+    deployment): the memory plan does not model its state cache, which used to end check with exit 2;
+    the kernel verdict stands, and the memory section judges the expert weights and says why."""
+    r = cli("check", "--model", "qwen3-next-80b", "--gpu", "h200", "--engine", "vllm", "--tp", "4", "--json")
+    assert r.code in (0, 1), r.err
+    memory = [f for f in r.json()["findings"] if f["kind"].startswith(("memory", "weights"))]
+    assert memory and "expert weights need" in memory[0]["title"]
+    assert "not planned" in memory[0]["title"] and "hybrid linear-attention" in memory[0]["title"]
+
+
+def test_a_whole_script_as_one_argument_is_read_as_shell_text(cli):
+    """`tilefit check --gpu G -- "$(cat serve.sh)"`: the command from flashinfer-ai/flashinfer#2219,
+    its VAR=value lines and continuations in one word."""
+    script = ("VLLM_USE_FLASHINFER_MOE_FP16=1 \\\nVLLM_ATTENTION_BACKEND=FLASHINFER \\\n"
+              "vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct \\\n    -tp 4 \\\n    --enable-expert-parallel \\\n"
+              "    --no-enable-prefix-caching\n")
+    r = cli("check", "--gpu", "h200", "--model", "qwen3-next-80b", "--engine-version", "0.19.1", "--json",
+            "--", script)
+    assert r.code in (0, 1), r.err
+    d = r.json()
+    assert d["layout"]["ep"] == 4 and d["backend"]["engine_backend"] == "FLASHINFER_CUTLASS"

@@ -41,8 +41,12 @@ def test_list_counts_and_order(version):
     assert all(catalog.dispatch_problem(t) is None for t in g1 + g2)
 
 
-def test_sm103_nvfp4_not_listed_before_0_6_0():
-    with pytest.raises(UsageError, match="no nvfp4 CUTLASS MoE tactics on sm103"):
+def test_sm103_nvfp4_before_0_6_0_is_not_read_and_says_so():
+    """FlashInfer 0.5.2 does offer Blackwell tactics on sm100-119 (cutlass_heuristic.cpp l.540:
+    `sm >= 100 && sm < 120`); the catalog reads them from 0.6.0, so an earlier release is "not read",
+    never "none", and the nearest read release is offered."""
+    with pytest.raises(UsageError, match=r"has not read FlashInfer 0.5.2's nvfp4 CUTLASS MoE tactics on sm103 "
+                                         r"\(read: 0.6.0, .*\); pass --flashinfer 0.6.0"):
         catalog.tactics("sm103", "nvfp4", "0.5.2")
 
 

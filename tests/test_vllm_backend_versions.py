@@ -93,6 +93,20 @@ def test_bf16_environment_switches(cli):
     assert _backend(cli, "glm-5", "0.20.0", *EP8, env=("VLLM_USE_FLASHINFER_MOE_FP16=0",)) == TRITON
 
 
+def test_bf16_environment_switches_on_b200(cli):
+    """cc >= 9.0 takes SM100 too (fused_moe/layer.py l.304-309 in 0.11.0), and =0 takes
+    FLASHINFER_TRTLLM off the 0.20 list as well (oracle/unquantized.py l.229-234 in 0.20.0): found on
+    flashinfer-ai/flashinfer#2219's B200 command (VLLM_USE_FLASHINFER_MOE_FP16=1, -tp 4 with EP,
+    vLLM 0.11.2), which check had read as Triton."""
+    flashinfer_0_6 = ("--flashinfer", "0.6.0")  # vLLM 0.11-0.19 pin releases whose sm100 lists are not read
+    assert _backend(cli, "glm-5", "0.19.1", *EP8, *flashinfer_0_6, gpu="b200",
+                    env=("VLLM_USE_FLASHINFER_MOE_FP16=1",)) == FI
+    assert _backend(cli, "glm-5", "0.19.1", *TP8, gpu="b200", env=("VLLM_USE_FLASHINFER_MOE_FP16=1",)) == TRITON
+    assert _backend(cli, "glm-5", "0.20.0", *EP8, gpu="b200", env=("VLLM_USE_FLASHINFER_MOE_FP16=0",)) == TRITON
+    r = _check(cli, "glm-5", "0.11.2", *EP8, gpu="b200", env=("VLLM_USE_FLASHINFER_MOE_FP16=1",))
+    assert r.code == 2 and "has not read FlashInfer 0.5.2's bf16" in r.err and "--flashinfer 0.6.0" in r.err
+
+
 def test_block_fp8_on_sm120_turns_to_deep_gemm_in_0_24(cli):
     # platforms/cuda.py support_deep_gemm takes the SM120 family from 0.24.0 (l.663-669).
     assert _backend(cli, "glm-5-fp8", "0.23.0", *EP8, gpu="rtx-pro-6000") == TRITON

@@ -16,6 +16,11 @@ class UsageError(TilefitError):
     """Bad input: an unknown name, a malformed file, a value out of range. Exit code 2."""
 
 
+class NotModelled(UsageError):
+    """A model or path tilefit has no model for yet: alone, an error; inside a larger answer (check's
+    memory section), the part it stands for is left out and said so."""
+
+
 class MissingDependency(UsageError):
     """An optional dependency (triton, torch, nvcc, headers) is needed and absent."""
 

@@ -16,12 +16,13 @@ from tilefit.memory.render import gib, headline
 
 def memory_plan(model: str, gpu: Any, engine: str, layout: Any, settings: Settings,
                 version: str | None = None, a2a_backend: str = "none",
-                preset: str | None = None) -> MemoryPlan | None:
+                preset: str | None = None) -> tuple[MemoryPlan | None, str]:
     """The plan for an engine tilefit has memory rules for (sglang, vLLM) and a model whose
-    attention/vocabulary fields it can read, else None (check then judges the expert weights alone)."""
+    attention/vocabulary fields it can read and whose memory it models; else None and why (check
+    then judges the expert weights alone)."""
     if engine not in engines():
-        return None
-    from tilefit.errors import UsageError
+        return None, f"tilefit has no memory rules for {engine}"
+    from tilefit.errors import NotModelled, UsageError
     from tilefit.models.architecture import load_architecture
 
     arch = None
@@ -32,9 +33,12 @@ def memory_plan(model: str, gpu: Any, engine: str, layout: Any, settings: Settin
         except UsageError:  # a config without the fields the memory plan needs, or a hub id not cached
             continue
     if arch is None:
-        return None
+        return None, "the model's attention and vocabulary fields could not be read"
     parallel = Parallel.for_engine(engine, layout.gpus, layout.ep, layout.dp, a2a_backend)
-    return plan_memory(MemoryRequest(arch, gpu, engine, parallel, settings, version))
+    try:
+        return plan_memory(MemoryRequest(arch, gpu, engine, parallel, settings, version)), ""
+    except NotModelled as e:
+        return None, str(e)
 
 
 def memory_findings(plan: MemoryPlan) -> list[Finding]:

@@ -24,13 +24,14 @@ PATHS = {AUTOTUNER: check_autotuned, ENGINE: check_engine_configs}
 MEMORY_WARN_SHARE = 0.9
 
 
-def _memory_findings(plan: LayerPlan, gpu: GPU) -> list[Finding]:
+def _memory_findings(plan: LayerPlan, gpu: GPU, why: str) -> list[Finding]:
     """The MoE expert weights alone against GPU memory (a lower bound: attention, embeddings,
-    KV cache and activations come on top)."""
+    KV cache and activations come on top); `why`: why there is no whole memory plan."""
     need = plan.weight_bytes_all_layers
     share = plan.memory_share(gpu.memory_bytes)
     text = (f"expert weights need {need / 2**30:,.1f} GiB per GPU ({plan.model.moe_layers} MoE layers, "
-            f"{plan.model.weight_dtype}) of the {gpu.memory_bytes / 2**30:,.1f} GiB on {gpu.name} ({share:.0%})")
+            f"{plan.model.weight_dtype}) of the {gpu.memory_bytes / 2**30:,.1f} GiB on {gpu.name} ({share:.0%}); "
+            f"the rest of the memory is not planned: {why}")
     fixes = (fix("layout", "", "spread the experts over more GPUs (--ep/--tp) or use a quantized checkpoint; "
                  "`tilefit plan` shows the weight bytes per GPU of each layout"),)
     if share > 1:
@@ -69,9 +70,9 @@ def run_check(req: CheckRequest) -> CheckReport:
         family_findings.insert(1, Finding(INFO, "shared-experts-fused",
                                           f"{engine.name} runs the shared expert inside the fused MoE: "
                                           f"{plan.local_experts} experts per GPU", (fusion.why,)))
-    mplan = memory_plan(req.model, gpu, engine.name, layout, req.memory, req.engine_version, req.a2a_backend,
-                        preset=model.name)
-    memory = memory_findings(mplan) if mplan is not None else _memory_findings(plan, gpu)
+    mplan, why = memory_plan(req.model, gpu, engine.name, layout, req.memory, req.engine_version,
+                             req.a2a_backend, preset=model.name)
+    memory = memory_findings(mplan) if mplan is not None else _memory_findings(plan, gpu, why)
     findings = family_findings + memory
     return CheckReport(
         verdict=verdict_of(findings), model=model, gpu=gpu, layout=layout, local_experts=plan.local_experts,

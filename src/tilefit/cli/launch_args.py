@@ -25,7 +25,8 @@ def add_launch_args(p: argparse.ArgumentParser, *, layout_flags: bool = True) ->
     p.add_argument("launch", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                    help="the engine's launch command after `--`, e.g. `-- python -m sglang.launch_server "
                         "--model-path zai-org/GLM-5 --tp 8 --ep 8` or `-- vllm serve MODEL -tp 8 "
-                        "--enable-expert-parallel`; leading VAR=value settings are read too")
+                        "--enable-expert-parallel`; leading VAR=value settings are read too, and "
+                        "one quoted argument is read as a whole script (`-- \"$(cat serve.sh)\"`)")
 
 
 def launch_spec(args: argparse.Namespace) -> LaunchSpec | None:
@@ -37,7 +38,9 @@ def launch_spec(args: argparse.Namespace) -> LaunchSpec | None:
         return None
     if words[0].startswith("-"):
         raise UsageError(f"unknown option {words[0]!r}; a launch command goes after `--`")
-    spec = parse_launch(words)
+    # One quoted word holding a whole command or script (`-- "$(cat serve.sh)"`, a pasted
+    # multi-line command): read it as the shell text it is.
+    spec = parse_launch(words[0] if len(words) == 1 and any(c.isspace() for c in words[0]) else words)
     engine = getattr(args, "engine", None)
     if engine and engine != spec.engine:
         raise UsageError(f"--engine {engine} but the launch command starts {spec.engine}; drop --engine")

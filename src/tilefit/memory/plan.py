@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from tilefit.errors import UsageError, unknown_name
+from tilefit.errors import NotModelled, UsageError, unknown_name
 from tilefit.memory.base import GIB, Figure, KVLayout, MemoryRequest, MemoryRules, Placement, Pool, Settings
 from tilefit.memory.weights import KINDS, weights_per_gpu
 
@@ -123,7 +123,7 @@ def headroom(pool: Pool, kv: KVLayout, tokens: int) -> int:
 def check_request(req: MemoryRequest) -> None:
     a = req.arch
     if a.linear_attention:
-        raise UsageError(f"{a.moe.name}: hybrid linear-attention models are not in the memory plan yet "
+        raise NotModelled(f"{a.moe.name}: hybrid linear-attention models are not in the memory plan yet "
                          "(their state cache is not a per-token KV cache)")
     s = req.settings
     if s.mem_fraction is not None and not 0 < s.mem_fraction <= 1:

@@ -202,11 +202,19 @@ def find_list(arch: str, dtype: str, flashinfer: str | None) -> TacticList:
         listing = ", ".join(known) if known else "none (arch not catalogued)"
         raise UsageError(f"FlashInfer's CUTLASS MoE has no {dtype} kernels on {arch}; "
                          f"dtypes there: {listing}")
-    for tl in tactic_lists():
-        if arch in tl.archs and dtype in tl.dtypes and tl.covers(version):
+    lists = [tl for tl in tactic_lists() if arch in tl.archs and dtype in tl.dtypes]
+    for tl in lists:
+        if tl.covers(version):
             return tl
-    raise UsageError(f"FlashInfer {version_text} offers no {dtype} CUTLASS MoE tactics on {arch}; "
-                     f"try a later --flashinfer")
+    # Releases outside every list of this arch and dtype were not read (not: read and found empty).
+    read = sorted({r for tl in lists for r in tl.read}, key=parse_version)
+    def place(v: tuple[int, ...]) -> int:
+        return v[0] * 1_000_000 + v[1] * 1_000 + v[2]
+
+    nearest = min(read, key=lambda r: abs(place(parse_version(r)) - place(version)))
+    raise UsageError(f"tilefit has not read FlashInfer {version_text}'s {dtype} CUTLASS MoE tactics on {arch} "
+                     f"(read: {', '.join(read)}); pass --flashinfer {nearest} to check against the "
+                     f"nearest release read")
 
 
 def k_elements(k_bytes: int, dtype: str) -> int:
