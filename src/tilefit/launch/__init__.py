@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from tilefit.launch.python_api import python_invocation
 from tilefit.launch.shell import parse_command
 from tilefit.errors import UsageError
 from tilefit.launch.types import MEM_FRACTION_KINDS, LaunchSettings, LaunchSpec, Parallel
@@ -24,7 +25,9 @@ def parse_launch(command: str | Sequence[str], *,
     files the command names (TensorRT-LLM's YAML, vLLM's --config); default: from disk."""
     from tilefit.launch import sglang, trtllm, vllm
 
-    inv = parse_command(command if isinstance(command, str) else list(command))
+    inv = python_invocation(command) if isinstance(command, str) and "(" in command else None
+    if inv is None:
+        inv = parse_command(command if isinstance(command, str) else list(command))
     if inv.engine == "sglang":
         spec = sglang.build(inv.args, inv.env)
     elif inv.engine == "vllm":
