@@ -208,11 +208,6 @@ class Tracker:
             self.traceback = e
         remember(e, self.hints, self.versions)
 
-    def _at_work_hints(self) -> bool:
-        """Hints that a process printed on its way (a version, a device, a default config); a
-        compiler's MLIR failure note is an error's fragment, not a sign of work going on."""
-        return any(h not in FAILURE_HINTS for h in self.hints)
-
     def _progressed(self, e: Event) -> bool:
         """Whether the process of `e` logged progress after it."""
         p = self.progress
@@ -375,7 +370,9 @@ class Tracker:
             real = [f for f in failures if f.kind not in NOT_FAILURES]
             verdict = RECOVERED if real else HEALTHY
             decisive = ready
-        elif self.progress is not None or self.activity or self._at_work_hints() or ev.TACTIC_SKIPPED in self.classes:
+        # hints a process prints on its way count (a version, a default config), an MLIR failure note not
+        elif self.progress is not None or self.activity or any(h not in FAILURE_HINTS for h in self.hints) \
+                or ev.TACTIC_SKIPPED in self.classes:
             verdict = IN_PROGRESS
             decisive = self.progress
             settle = ready_line(self.engines, self.progress.fields.get("phase") if self.progress else None)
