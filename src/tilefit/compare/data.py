@@ -23,7 +23,7 @@ class CompareRequest:
     gpus: int | None = None
     layouts: str | None = None
     interconnect: str | None = None
-    ep_comm: str | None = None  # "allreduce" | "alltoall"; None: from the launch command, else allreduce
+    ep_comm: str | None = None  # "allreduce" | "alltoall"; None: as the engine resolves it (Engine.ep_comm)
     engine: str | None = None
     engine_version: str | None = None
     launch: LaunchSpec | None = None

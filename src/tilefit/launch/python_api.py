@@ -52,10 +52,10 @@ def _flag(engine: str, key: str, value: Any) -> list[str]:
     name = "--" + (key if engine == "trtllm" else key.replace("_", "-"))
     if isinstance(value, bool):  # vLLM's switches take --no-X (BooleanOptionalAction); elsewhere off is the default
         return [name] if value else ([f"--no-{name[2:]}"] if engine == "vllm" else [])
-    if isinstance(value, (dict, list)) and not (isinstance(value, list) and all(isinstance(v, int) for v in value)):
-        return [name, json.dumps(value)]
-    if isinstance(value, list):
-        return [name, *map(str, value)]
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return [name, *map(str, value)]  # a list flag: cudagraph_capture_sizes=[1, 2, 4]
+    if isinstance(value, (dict, list)):
+        return [name, json.dumps(value)]  # a JSON flag: compilation_config={...}
     return [name, str(value)]
 
 

@@ -208,10 +208,8 @@ def find_list(arch: str, dtype: str, flashinfer: str | None) -> TacticList:
             return tl
     # Releases outside every list of this arch and dtype were not read (not: read and found empty).
     read = sorted({r for tl in lists for r in tl.read}, key=parse_version)
-    def place(v: tuple[int, ...]) -> int:
-        return v[0] * 1_000_000 + v[1] * 1_000 + v[2]
-
-    nearest = min(read, key=lambda r: abs(place(parse_version(r)) - place(version)))
+    later = [r for r in read if parse_version(r) >= version]
+    nearest = later[0] if later else read[-1]
     raise UsageError(f"tilefit has not read FlashInfer {version_text}'s {dtype} CUTLASS MoE tactics on {arch} "
                      f"(read: {', '.join(read)}); pass --flashinfer {nearest} to check against the "
                      f"nearest release read")
